@@ -1,0 +1,94 @@
+"""One error shape for every HTTP answer: {"error": "<human sentence>", "code": "<MACHINE_CODE>", ...}."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, JsonResponse
+from django.views import defaults
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+from rest_framework_simplejwt.exceptions import InvalidToken
+
+CODES: list[tuple[type[Exception], str]] = [
+    (exceptions.NotAuthenticated, "AUTH_REQUIRED"),
+    (exceptions.AuthenticationFailed, "AUTH_REQUIRED"),
+    (exceptions.PermissionDenied, "FORBIDDEN"),
+    (exceptions.NotFound, "NOT_FOUND"),
+    (exceptions.MethodNotAllowed, "METHOD_NOT_ALLOWED"),
+    (exceptions.NotAcceptable, "NOT_ACCEPTABLE"),
+    (exceptions.UnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"),
+    (exceptions.Throttled, "RATE_LIMITED"),
+    (exceptions.ParseError, "INVALID"),
+    (exceptions.ValidationError, "INVALID"),
+]
+
+
+class ApiError(exceptions.APIException):
+    """An error raised by our own code with its machine code and any extra keys for the body."""
+
+    def __init__(self, message: str, *, code: str, status_code: int = status.HTTP_400_BAD_REQUEST, **extra):
+        super().__init__(detail=message, code=code)
+        self.status_code = status_code
+        self.machine_code = code
+        self.extra = extra
+
+
+def _sentence(detail) -> str:
+    if isinstance(detail, list):
+        return " ".join(_sentence(item) for item in detail)
+    if isinstance(detail, dict):
+        if "detail" in detail:
+            return _sentence(detail["detail"])
+        return " ".join(f"{field}: {_sentence(value)}" for field, value in detail.items())
+    return str(detail)
+
+
+def _token_sentence(exc: InvalidToken) -> str:
+    text = str(exc.detail)
+    if "expired" in text:
+        return "The token has expired. Sign in again or refresh it."
+    return "The token is not valid. Sign in again."
+
+
+def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, ApiError):
+        body = {"error": str(exc.detail), "code": exc.machine_code, **exc.extra}
+    else:
+        code = next((code for cls, code in CODES if isinstance(exc, cls)), "ERROR")
+        if isinstance(exc, InvalidToken):
+            message = _token_sentence(exc)
+        elif isinstance(exc, exceptions.NotFound):
+            message = "Not found."
+        elif isinstance(exc, exceptions.ValidationError) and isinstance(exc.detail, dict):
+            message = "The request is not valid. " + _sentence(exc.detail)
+        else:
+            message = _sentence(exc.detail)
+        body = {"error": message, "code": code}
+        if isinstance(exc, exceptions.ValidationError) and isinstance(exc.detail, dict):
+            body["fields"] = exc.detail
+    response.data = body
+    return response
+
+
+def _wants_json(request) -> bool:
+    return request.path.startswith("/api/")
+
+
+def not_found(request, exception=None):
+    if _wants_json(request):
+        return JsonResponse({"error": "Not found.", "code": "NOT_FOUND"}, status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request):
+    if _wants_json(request):
+        return JsonResponse({"error": "Something went wrong on our side.", "code": "SERVER_ERROR"}, status=500)
+    return defaults.server_error(request)

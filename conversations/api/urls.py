@@ -1,0 +1,12 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from .views import ActiveRunView, ConversationViewSet
+
+router = SimpleRouter()
+router.register("assistant/conversations", ConversationViewSet, basename="conversation")
+
+urlpatterns = [
+    *router.urls,
+    path("agent/conversations/<uuid:pk>/active", ActiveRunView.as_view(), name="conversation-active"),
+]

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import selectors, services
+from .pagination import HistoryPagination
+from .serializers import (
+    ActiveRunSerializer,
+    ConversationCreateSerializer,
+    ConversationFilterSerializer,
+    ConversationRenameSerializer,
+    ConversationSerializer,
+    ErrorSerializer,
+    MessageSerializer,
+)
+
+ERRORS = {
+    400: OpenApiResponse(ErrorSerializer, description="The request is not valid."),
+    401: OpenApiResponse(ErrorSerializer, description="Not signed in, or the token is invalid or expired."),
+    404: OpenApiResponse(ErrorSerializer, description="No such conversation of yours."),
+}
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[ConversationFilterSerializer], responses={200: ConversationSerializer, **ERRORS}),
+    create=extend_schema(request=ConversationCreateSerializer, responses={201: ConversationSerializer, **ERRORS}),
+    retrieve=extend_schema(responses={200: ConversationSerializer, **ERRORS}),
+    partial_update=extend_schema(
+        request=ConversationRenameSerializer, responses={200: ConversationSerializer, **ERRORS}
+    ),
+    destroy=extend_schema(
+        description="Archive the conversation: nothing is deleted, pending confirmations are cleared.",
+        responses={204: None, **ERRORS},
+    ),
+)
+class ConversationViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = ConversationSerializer
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self):
+        if self.action == "list":
+            filters = ConversationFilterSerializer(data=self.request.query_params)
+            filters.is_valid(raise_exception=True)
+            return selectors.conversations_for(self.request.user, **filters.validated_data)
+        return selectors.conversations_for(self.request.user, archived=None)
+
+    def _respond(self, conversation, status_code=status.HTTP_200_OK) -> Response:
+        fresh = self.get_queryset().get(pk=conversation.pk)
+        return Response(ConversationSerializer(fresh).data, status=status_code)
+
+    def create(self, request):
+        serializer = ConversationCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation = services.conversation_create(owner=request.user, **serializer.validated_data)
+        return self._respond(conversation, status.HTTP_201_CREATED)
+
+    def partial_update(self, request, pk=None):
+        conversation = self.get_object()
+        serializer = ConversationRenameSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.conversation_rename(conversation=conversation, actor=request.user, **serializer.validated_data)
+        return self._respond(conversation)
+
+    def destroy(self, request, pk=None):
+        services.conversation_archive(conversation=self.get_object(), actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses={200: ConversationSerializer, **ERRORS})
+    @action(detail=True, methods=["post"])
+    def restore(self, request, pk=None):
+        conversation = services.conversation_restore(conversation=self.get_object(), actor=request.user)
+        return self._respond(conversation)
+
+    @extend_schema(responses={200: MessageSerializer(many=True), **ERRORS})
+    @action(detail=True, methods=["get"], pagination_class=HistoryPagination)
+    def history(self, request, pk=None):
+        """Messages oldest first, with tool calls, tool results and statuses."""
+        page = self.paginate_queryset(selectors.history_for(self.get_object()))
+        return self.get_paginated_response(MessageSerializer(page, many=True).data)
+
+
+class ActiveRunView(APIView):
+    """Whether a run is live in this conversation right now, on any process (the multi-tab gate)."""
+
+    @extend_schema(responses={200: ActiveRunSerializer, **ERRORS})
+    def get(self, request, pk):
+        conversation = get_object_or_404(selectors.conversations_for(request.user, archived=None), pk=pk)
+        return Response(ActiveRunSerializer(selectors.conversation_active_run(conversation)).data)

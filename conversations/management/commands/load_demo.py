@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+DEMO_USERS = [
+    # username, password, is_superuser
+    ("alice", "alice-demo", False),
+    ("bob", "bob-demo", False),
+    ("admin", "admin-demo", True),
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo users and data. Safe to run again: nothing a person changed is overwritten."
+
+    @transaction.atomic
+    def handle(self, *args, **options) -> None:
+        User = get_user_model()
+        rows = []
+        for username, password, is_superuser in DEMO_USERS:
+            user, created = User.objects.get_or_create(
+                username=username,
+                defaults={"is_superuser": is_superuser, "is_staff": is_superuser, "email": f"{username}@example.com"},
+            )
+            if created:
+                user.set_password(password)
+                user.save(update_fields=["password"])
+            shown = password if user.check_password(password) else "(changed by its owner)"
+            rows.append((username, shown, "administrator" if user.is_superuser else "user"))
+
+        self.stdout.write("Demo users (sign in at http://127.0.0.1:8000/):")
+        for username, shown, role in rows:
+            self.stdout.write(f"  {username:<8} {shown:<24} {role}")

@@ -1,0 +1,183 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(_("title"), max_length=200, blank=True)
+    is_archived = models.BooleanField(_("archived"), default=False)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # The one-run-at-a-time gate: set by the process running a run, refreshed by its heartbeat.
+    active_run_id = models.UUIDField(null=True, blank=True, editable=False)
+    active_run_since = models.DateTimeField(null=True, blank=True, editable=False)
+    active_run_heartbeat = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "is_archived", "-updated_at"], name="conversation_owner_list")]
+        verbose_name = _("conversation")
+        verbose_name_plural = _("conversations")
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", _("user")
+        ASSISTANT = "assistant", _("assistant")
+        TOOL = "tool", _("tool")
+        SYSTEM = "system", _("system")
+
+    class Status(models.TextChoices):
+        COMPLETE = "complete", _("complete")
+        STREAMING = "streaming", _("streaming")
+        INTERRUPTED = "interrupted", _("interrupted")
+        FAILED = "failed", _("failed")
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True, help_text="The assistant's calls: [{id, name, args}].")
+    tool_call_id = models.CharField(max_length=128, blank=True)
+    tool_name = models.CharField(max_length=128, blank=True)
+    is_error = models.BooleanField(default=False, help_text="For a tool message: the tool failed.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
+    # NULL rather than "" so that messages sent without a client_id never collide in the unique constraint.
+    client_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    attachments = models.ManyToManyField("Attachment", blank=True, related_name="messages")
+    created_at = models.DateTimeField(auto_now_add=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "client_id"], name="message_client_id_unique"),
+        ]
+        indexes = [models.Index(fields=["conversation", "created_at"], name="message_history")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class PendingConfirmation(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", _("pending")
+        APPROVED = "approved", _("approved")
+        EDITED = "edited", _("edited")
+        REJECTED = "rejected", _("rejected")
+        SUPERSEDED = "superseded", _("superseded")
+        EXPIRED = "expired", _("expired")
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="confirmations")
+    message = models.ForeignKey(
+        Message, on_delete=models.CASCADE, null=True, blank=True, help_text="The assistant message that made the call."
+    )
+    tool_call_id = models.CharField(max_length=128)
+    tool_name = models.CharField(max_length=128)
+    args = models.JSONField(default=dict)
+    args_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    edited_args = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "tool_call_id"], name="confirmation_tool_call_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["conversation"], condition=Q(status="pending"), name="confirmation_pending"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.status})"
+
+
+class Attachment(models.Model):
+    class Kind(models.TextChoices):
+        PDF = "pdf", "PDF"
+        XLSX = "xlsx", "XLSX"
+        CSV = "csv", "CSV"
+        JSON = "json", "JSON"
+        PNG = "png", "PNG"
+        JPEG = "jpeg", "JPEG"
+
+    class ParseStatus(models.TextChoices):
+        PENDING = "pending", _("pending")
+        PARSED = "parsed", _("parsed")
+        FAILED = "failed", _("failed")
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="attachments")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="attachments")
+    file = models.FileField(upload_to="attachments/%Y/%m/")
+    original_name = models.CharField(max_length=255)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    text = models.TextField(blank=True, help_text="Extracted text, per page or sheet.")
+    meta = models.JSONField(default=dict, blank=True, help_text="Pages, sheets, rows, image size…")
+    parse_status = models.CharField(max_length=8, choices=ParseStatus.choices, default=ParseStatus.PENDING)
+    parse_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.original_name
+
+
+class AuditEvent(models.Model):
+    """Append-only: written by services.audit_record, never changed afterwards."""
+
+    class Kind(models.TextChoices):
+        CONVERSATION_CREATED = "conversation_created", _("conversation created")
+        CONVERSATION_RENAMED = "conversation_renamed", _("conversation renamed")
+        CONVERSATION_ARCHIVED = "conversation_archived", _("conversation archived")
+        CONVERSATION_RESTORED = "conversation_restored", _("conversation restored")
+        MESSAGE_SENT = "message_sent", _("message sent")
+        RUN_STARTED = "run_started", _("run started")
+        RUN_FINISHED = "run_finished", _("run finished")
+        TOOL_CALLED = "tool_called", _("tool called")
+        TOOL_SUCCEEDED = "tool_succeeded", _("tool succeeded")
+        TOOL_FAILED = "tool_failed", _("tool failed")
+        CONFIRMATION_REQUESTED = "confirmation_requested", _("confirmation requested")
+        CONFIRMATION_DECIDED = "confirmation_decided", _("confirmation decided")
+        PERMISSION_DENIED = "permission_denied", _("permission denied")
+        ATTACHMENT_UPLOADED = "attachment_uploaded", _("attachment uploaded")
+        ATTACHMENT_REJECTED = "attachment_rejected", _("attachment rejected")
+        AUTH_FAILED = "auth_failed", _("authentication failed")
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="audit_events"
+    )
+    kind = models.CharField(max_length=32, choices=Kind.choices, db_index=True)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.kind}"

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+from rest_framework_simplejwt.tokens import RefreshToken
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def alice(db):
+    return get_user_model().objects.create_user("alice", "alice@example.com", "alice-password")
+
+
+@pytest.fixture
+def bob(db):
+    return get_user_model().objects.create_user("bob", "bob@example.com", "bob-password")
+
+
+@pytest.fixture
+def admin_user(db):
+    return get_user_model().objects.create_superuser("admin", "admin@example.com", "admin-password")
+
+
+def bearer_client(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {RefreshToken.for_user(user).access_token}")
+    return client
+
+
+@pytest.fixture
+def alice_api(alice) -> APIClient:
+    return bearer_client(alice)
+
+
+@pytest.fixture
+def bob_api(bob) -> APIClient:
+    return bearer_client(bob)
+
+
+@pytest.fixture
+def anon_api() -> APIClient:
+    return APIClient()

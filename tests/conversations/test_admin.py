@@ -1,0 +1,318 @@
+"""Django admin (SPEC §11): conversations, confirmations, attachments and the read-only audit log."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from conversations import services
+from conversations.models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation
+
+pytestmark = pytest.mark.django_db
+
+CHANGELISTS = [
+    "admin:conversations_conversation_changelist",
+    "admin:conversations_pendingconfirmation_changelist",
+    "admin:conversations_attachment_changelist",
+    "admin:conversations_auditevent_changelist",
+]
+
+
+def add_confirmation(conversation: Conversation, tool_call_id: str = "call_1") -> PendingConfirmation:
+    return PendingConfirmation.objects.create(
+        conversation=conversation,
+        tool_call_id=tool_call_id,
+        tool_name="delete_file",
+        args={"path": "reports/old.txt"},
+        args_hash="0" * 64,
+        expires_at=timezone.now() + timedelta(minutes=10),
+    )
+
+
+@pytest.fixture
+def rows(alice, bob):
+    """A bit of everything the admin lists, made the way the product makes it."""
+    conversation = services.conversation_create(owner=alice)
+    services.message_append(
+        conversation=conversation, role=Message.Role.USER, content="Please tidy the reports folder", actor=alice
+    )
+    services.message_append(
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        content="I will delete the old report.",
+        tool_calls=[{"id": "call_1", "name": "delete_file", "args": {"path": "reports/old.txt"}}],
+    )
+    confirmation = add_confirmation(conversation)
+    attachment = Attachment.objects.create(
+        conversation=conversation,
+        owner=alice,
+        file="attachments/2025/01/report.pdf",
+        original_name="report.pdf",
+        kind=Attachment.Kind.PDF,
+        size=1234,
+        sha256="a" * 64,
+        parse_status=Attachment.ParseStatus.PARSED,
+    )
+    bobs = services.conversation_create(owner=bob, title="Bob's questions")
+    services.conversation_archive(conversation=bobs, actor=bob)
+    return {"conversation": conversation, "confirmation": confirmation, "attachment": attachment, "bobs": bobs}
+
+
+def shown(response) -> list:
+    """The rows the change list page displays."""
+    return list(response.context["cl"].result_list)
+
+
+# --- who gets in -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url_name", CHANGELISTS)
+def test_superuser_sees_each_change_list(client, admin_user, rows, url_name):
+    client.force_login(admin_user)
+
+    response = client.get(reverse(url_name))
+
+    assert response.status_code == 200
+    assert len(shown(response)) >= 1
+
+
+def test_change_lists_show_the_rows(client, admin_user, rows):
+    client.force_login(admin_user)
+
+    conversations = client.get(reverse("admin:conversations_conversation_changelist"))
+    confirmations = client.get(reverse("admin:conversations_pendingconfirmation_changelist"))
+    attachments = client.get(reverse("admin:conversations_attachment_changelist"))
+
+    assert {c.pk for c in shown(conversations)} == {rows["conversation"].pk, rows["bobs"].pk}
+    counts = {c.pk: c.message_total for c in shown(conversations)}
+    assert counts == {rows["conversation"].pk: 2, rows["bobs"].pk: 0}
+    assert "Please tidy the reports folder" in conversations.content.decode()
+    assert [c.pk for c in shown(confirmations)] == [rows["confirmation"].pk]
+    assert "delete_file" in confirmations.content.decode()
+    assert [a.pk for a in shown(attachments)] == [rows["attachment"].pk]
+    assert "report.pdf" in attachments.content.decode()
+
+
+def test_archived_filter(client, admin_user, rows):
+    client.force_login(admin_user)
+    url = reverse("admin:conversations_conversation_changelist")
+
+    archived = client.get(url, {"is_archived__exact": "1"})
+    active = client.get(url, {"is_archived__exact": "0"})
+
+    assert archived.status_code == active.status_code == 200
+    assert [c.pk for c in shown(archived)] == [rows["bobs"].pk]
+    assert [c.pk for c in shown(active)] == [rows["conversation"].pk]
+
+
+def test_conversation_change_page_shows_its_messages(client, admin_user, rows):
+    client.force_login(admin_user)
+
+    response = client.get(reverse("admin:conversations_conversation_change", args=[rows["conversation"].pk]))
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Please tidy the reports folder" in page
+    assert "I will delete the old report." in page
+
+
+def admin_pages(rows, alice) -> list[str]:
+    audit = reverse("admin:conversations_auditevent_changelist")
+    return [
+        *(reverse(name) for name in CHANGELISTS),
+        reverse("admin:conversations_conversation_change", args=[rows["conversation"].pk]),
+        f"{audit}?kind__exact=conversation_created",
+        f"{audit}?actor__id__exact={alice.pk}",
+        f"{audit}?created_at__year={timezone.now().year}",
+    ]
+
+
+def test_normal_user_is_sent_to_the_admin_login(client, alice, rows):
+    client.force_login(alice)
+
+    for url in admin_pages(rows, alice):
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response.url.startswith(reverse("admin:login")), url
+
+
+def test_anonymous_visitor_is_sent_to_the_admin_login(client, alice, rows):
+    for url in admin_pages(rows, alice):
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response.url.startswith(reverse("admin:login")), url
+
+
+# --- the audit log: filters --------------------------------------------------------------------
+
+
+def test_audit_log_filtered_by_kind(client, admin_user, rows):
+    client.force_login(admin_user)
+
+    url = reverse("admin:conversations_auditevent_changelist")
+    response = client.get(url, {"kind__exact": "conversation_archived"})
+
+    assert response.status_code == 200
+    events = shown(response)
+    assert [(e.kind, e.conversation_id) for e in events] == [("conversation_archived", rows["bobs"].pk)]
+
+
+def test_audit_log_filtered_by_actor(client, admin_user, alice, bob, rows):
+    client.force_login(admin_user)
+
+    response = client.get(reverse("admin:conversations_auditevent_changelist"), {"actor__id__exact": alice.pk})
+
+    assert response.status_code == 200
+    events = shown(response)
+    assert {e.kind for e in events} == {"conversation_created", "message_sent"}
+    assert {e.actor_id for e in events} == {alice.pk}
+    assert AuditEvent.objects.filter(actor=bob).exists()
+
+
+def test_audit_log_filtered_by_date(client, admin_user, rows):
+    old = services.audit_record(kind=AuditEvent.Kind.AUTH_FAILED, data={"username": "mallory"})
+    AuditEvent.objects.filter(pk=old.pk).update(created_at=datetime(2020, 3, 1, 12, 0, tzinfo=UTC))
+    client.force_login(admin_user)
+    url = reverse("admin:conversations_auditevent_changelist")
+    # What the "Today" link of the date filter sends: the start of the day, with its time zone.
+    today = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+
+    in_2020 = client.get(url, {"created_at__year": "2020"})
+    march_2020 = client.get(url, {"created_at__year": "2020", "created_at__month": "3", "created_at__day": "1"})
+    since_today = client.get(url, {"created_at__gte": str(today)})
+
+    assert in_2020.status_code == march_2020.status_code == since_today.status_code == 200
+    assert [e.pk for e in shown(in_2020)] == [old.pk]
+    assert [e.pk for e in shown(march_2020)] == [old.pk]
+    recent = {e.pk for e in shown(since_today)}
+    assert old.pk not in recent
+    assert recent == set(AuditEvent.objects.exclude(pk=old.pk).values_list("pk", flat=True))
+
+
+# --- the audit log: read-only ------------------------------------------------------------------
+
+
+def test_audit_log_has_no_add_page(client, admin_user, rows):
+    client.force_login(admin_user)
+
+    assert client.get(reverse("admin:conversations_auditevent_add")).status_code == 403
+    changelist = client.get(reverse("admin:conversations_auditevent_changelist"))
+    assert reverse("admin:conversations_auditevent_add") not in changelist.content.decode()
+
+
+def test_audit_event_cannot_be_changed_or_deleted(client, admin_user, rows):
+    event = AuditEvent.objects.filter(kind=AuditEvent.Kind.CONVERSATION_CREATED).first()
+    client.force_login(admin_user)
+    change_url = reverse("admin:conversations_auditevent_change", args=[event.pk])
+    delete_url = reverse("admin:conversations_auditevent_delete", args=[event.pk])
+
+    page = client.get(change_url)
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()
+    assert delete_url not in page.content.decode()
+
+    assert client.post(change_url, {"kind": "auth_failed", "data": "{}"}).status_code == 403
+    assert client.get(delete_url).status_code == 403
+    assert client.post(delete_url, {"post": "yes"}).status_code == 403
+
+    event.refresh_from_db()
+    assert event.kind == AuditEvent.Kind.CONVERSATION_CREATED
+
+
+def test_audit_log_bulk_delete_is_not_offered(client, admin_user, rows):
+    client.force_login(admin_user)
+    url = reverse("admin:conversations_auditevent_changelist")
+    before = AuditEvent.objects.count()
+    ids = list(AuditEvent.objects.values_list("pk", flat=True))
+
+    response = client.post(url, {"action": "delete_selected", "_selected_action": ids, "index": 0, "post": "yes"})
+
+    assert AuditEvent.objects.count() == before
+    assert response.status_code in {200, 302}
+
+
+# --- archive / restore actions -----------------------------------------------------------------
+
+
+def run_action(client, action: str, *conversations: Conversation):
+    return client.post(
+        reverse("admin:conversations_conversation_changelist"),
+        {"action": action, "_selected_action": [str(c.pk) for c in conversations], "index": 0},
+        follow=True,
+    )
+
+
+def test_archive_action_archives_and_expires_pending_confirmations(client, admin_user, rows):
+    conversation = rows["conversation"]
+    client.force_login(admin_user)
+
+    response = run_action(client, "archive", conversation)
+
+    assert response.status_code == 200
+    assert "1 conversation archived." in response.content.decode()
+    conversation.refresh_from_db()
+    assert conversation.is_archived is True
+    assert conversation.archived_at is not None
+    rows["confirmation"].refresh_from_db()
+    assert rows["confirmation"].status == PendingConfirmation.Status.EXPIRED
+    # Nothing was deleted.
+    assert conversation.messages.count() == 2
+    assert PendingConfirmation.objects.filter(conversation=conversation).count() == 1
+    event = AuditEvent.objects.filter(kind=AuditEvent.Kind.CONVERSATION_ARCHIVED, conversation=conversation).get()
+    assert event.actor == admin_user
+
+
+def test_restore_action_restores(client, admin_user, rows):
+    bobs = rows["bobs"]
+    client.force_login(admin_user)
+
+    response = run_action(client, "restore", bobs)
+
+    assert response.status_code == 200
+    assert "1 conversation restored." in response.content.decode()
+    bobs.refresh_from_db()
+    assert bobs.is_archived is False
+    assert bobs.archived_at is None
+    event = AuditEvent.objects.filter(kind=AuditEvent.Kind.CONVERSATION_RESTORED, conversation=bobs).get()
+    assert event.actor == admin_user
+
+
+def test_archive_then_restore_several(client, admin_user, rows):
+    first, second = rows["conversation"], rows["bobs"]
+    client.force_login(admin_user)
+
+    run_action(client, "archive", first, second)
+    assert set(Conversation.objects.values_list("is_archived", flat=True)) == {True}
+
+    response = run_action(client, "restore", first, second)
+    assert "2 conversations restored." in response.content.decode()
+    assert set(Conversation.objects.values_list("is_archived", flat=True)) == {False}
+
+
+def test_renaming_in_the_admin_is_audited(client, admin_user, rows):
+    conversation = rows["conversation"]
+    client.force_login(admin_user)
+    url = reverse("admin:conversations_conversation_change", args=[conversation.pk])
+    response = client.post(url, {"title": "Tidy-up", "messages-TOTAL_FORMS": "2", "messages-INITIAL_FORMS": "2"})
+    assert response.status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.title == "Tidy-up"
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.CONVERSATION_RENAMED)
+    assert event.actor == admin_user and event.data["to"] == "Tidy-up"
+
+
+def test_normal_user_cannot_run_the_archive_action(client, alice, rows):
+    client.force_login(alice)
+
+    response = client.post(
+        reverse("admin:conversations_conversation_changelist"),
+        {"action": "archive", "_selected_action": [str(rows["conversation"].pk)], "index": 0},
+    )
+
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("admin:login"))
+    rows["conversation"].refresh_from_db()
+    assert rows["conversation"].is_archived is False
