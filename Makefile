@@ -11,7 +11,7 @@ $(BIN)/python:
 
 # Re-installs only when requirements.txt changed since the last install.
 $(VENV)/.installed: requirements.txt | $(BIN)/python
-	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps -r requirements.txt
 	touch $@
 
 setup: $(VENV)/.installed

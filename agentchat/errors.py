@@ -10,6 +10,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 from rest_framework_simplejwt.exceptions import InvalidToken
 
+from agentchat.agent.providers import ProviderError, ProviderNotConfigured
+
 CODES: list[tuple[type[Exception], str]] = [
     (exceptions.NotAuthenticated, "AUTH_REQUIRED"),
     (exceptions.AuthenticationFailed, "AUTH_REQUIRED"),
@@ -51,8 +53,18 @@ def _token_sentence(exc: InvalidToken) -> str:
     return "The token is not valid. Sign in again."
 
 
+def _provider_error(exc: ProviderError) -> ApiError:
+    if isinstance(exc, ProviderNotConfigured):
+        return ApiError(exc.message, code="PROVIDER_ERROR", status_code=status.HTTP_502_BAD_GATEWAY)
+    return ApiError(
+        "LLM provider error", code="PROVIDER_ERROR", status_code=status.HTTP_502_BAD_GATEWAY, detail=exc.message
+    )
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
-    if isinstance(exc, Http404):
+    if isinstance(exc, ProviderError):
+        exc = _provider_error(exc)
+    elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()

@@ -5,6 +5,10 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
 
+from agentchat.agent.providers import ProviderConfig
+
+from .fake_provider import FakeLLM
+
 
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings):
@@ -45,3 +49,20 @@ def bob_api(bob) -> APIClient:
 @pytest.fixture
 def anon_api() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture
+def fake_llm():
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def openai_config(fake_llm):
+    return ProviderConfig(
+        provider="openai-compatible",
+        model="fake-model",
+        api_key="sk-test-SECRET-123",
+        base_url=fake_llm.base_url,
+        timeout=5,
+    )

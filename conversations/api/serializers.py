@@ -60,3 +60,44 @@ class ActiveRunSerializer(serializers.Serializer):
 class ErrorSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="A sentence for a person.")
     code = serializers.CharField(help_text="A machine code: INVALID, AUTH_REQUIRED, NOT_FOUND, …")
+
+
+class ToolCallSerializer(serializers.Serializer):
+    id = serializers.CharField(max_length=128)
+    name = serializers.CharField(max_length=128)
+    args = serializers.DictField()
+
+
+class AgentChatMessageSerializer(serializers.Serializer):
+    """The shell's ChatMessage, camelCase names and all (seed 000)."""
+
+    role = serializers.ChoiceField(choices=["system", "user", "assistant", "tool"])
+    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    toolCalls = ToolCallSerializer(many=True, required=False)
+    toolCallId = serializers.CharField(max_length=128, required=False)
+    name = serializers.CharField(max_length=128, required=False)
+
+    def to_internal_value(self, data):
+        """Checked, then turned into the engine's ChatMessage shape."""
+        data = super().to_internal_value(data)
+        if data["role"] == "tool" and not data.get("toolCallId"):
+            raise serializers.ValidationError({"toolCallId": "A tool message needs the id of the call it answers."})
+        if data.get("toolCalls") and data["role"] != "assistant":
+            raise serializers.ValidationError({"toolCalls": "Only assistant messages carry tool calls."})
+        message = {"role": data["role"], "content": data["content"]}
+        if data.get("toolCalls"):
+            message["tool_calls"] = [dict(call) for call in data["toolCalls"]]
+        if data["role"] == "tool":
+            message["tool_call_id"] = data["toolCallId"]
+            message["name"] = data.get("name", "")
+        return message
+
+
+class AgentChatRequestSerializer(serializers.Serializer):
+    messages = AgentChatMessageSerializer(many=True, allow_empty=False)
+    context = serializers.DictField(required=False, default=dict)
+
+
+class AgentChatResponseSerializer(serializers.Serializer):
+    content = serializers.CharField()
+    toolCalls = ToolCallSerializer(many=True)

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from .views import ActiveRunView, ConversationViewSet
+from .views import ActiveRunView, AgentChatView, ConversationViewSet
 
 router = SimpleRouter()
 router.register("assistant/conversations", ConversationViewSet, basename="conversation")
@@ -9,4 +9,5 @@ router.register("assistant/conversations", ConversationViewSet, basename="conver
 urlpatterns = [
     *router.urls,
     path("agent/conversations/<uuid:pk>/active", ActiveRunView.as_view(), name="conversation-active"),
+    path("agent/chat", AgentChatView.as_view(), name="agent-chat"),
 ]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from asgiref.sync import async_to_sync
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -7,10 +8,16 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentchat.agent.prompts import build_system_prompt
+from agentchat.agent.providers import ProviderChatParams, get_provider
+from tools.registry import registry
+
 from .. import selectors, services
 from .pagination import HistoryPagination
 from .serializers import (
     ActiveRunSerializer,
+    AgentChatRequestSerializer,
+    AgentChatResponseSerializer,
     ConversationCreateSerializer,
     ConversationFilterSerializer,
     ConversationRenameSerializer,
@@ -96,3 +103,27 @@ class ActiveRunView(APIView):
     def get(self, request, pk):
         conversation = get_object_or_404(selectors.conversations_for(request.user, archived=None), pk=pk)
         return Response(ActiveRunSerializer(selectors.conversation_active_run(conversation)).data)
+
+
+class AgentChatView(APIView):
+    """One provider turn with the tools you may use; no tool is executed (the shell's contract)."""
+
+    @extend_schema(
+        request=AgentChatRequestSerializer,
+        responses={
+            200: AgentChatResponseSerializer,
+            400: ERRORS[400],
+            401: ERRORS[401],
+            502: OpenApiResponse(ErrorSerializer, description="The provider failed or is not configured."),
+        },
+    )
+    def post(self, request):
+        body = AgentChatRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        params = ProviderChatParams(
+            messages=body.validated_data["messages"],
+            system_prompt=build_system_prompt(body.validated_data["context"]),
+            tools=registry.to_tool_schemas(request.user),
+        )
+        answer = async_to_sync(get_provider().chat)(params)
+        return Response({"content": answer.content, "toolCalls": answer.tool_calls})

@@ -1,0 +1,105 @@
+"""What a run yields, in order. Each event knows its frame of the WebSocket protocol (SPEC §5)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Literal
+
+from .providers import ToolCall
+
+RunStatus = Literal["completed", "cancelled", "awaiting_confirmation", "iteration_limit", "failed"]
+
+
+@dataclass(kw_only=True)
+class RunEvent:
+    type: ClassVar[str]
+    run_id: str
+    seq: int
+
+    def frame(self) -> dict[str, Any]:
+        return {"type": self.type, **asdict(self)}
+
+
+@dataclass(kw_only=True)
+class Token(RunEvent):
+    type: ClassVar[str] = "token"
+    delta: str
+
+
+@dataclass(kw_only=True)
+class AssistantMessage(RunEvent):
+    """One round's answer is complete: its text and the tool calls it asks for (none when final)."""
+
+    type: ClassVar[str] = "assistant_message"
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class ToolStart(RunEvent):
+    type: ClassVar[str] = "tool_start"
+    tool_call_id: str
+    tool: str
+    input: dict[str, Any]
+
+
+@dataclass(kw_only=True)
+class ToolEnd(RunEvent):
+    type: ClassVar[str] = "tool_end"
+    tool_call_id: str
+    tool: str
+    output: Any
+
+    @property
+    def content(self) -> str:
+        """The tool message the model reads next round."""
+        if isinstance(self.output, str):
+            return self.output
+        return json.dumps(self.output, ensure_ascii=False, default=str)
+
+
+@dataclass(kw_only=True)
+class ToolError(RunEvent):
+    """The call did not produce a result: bad arguments, a raise, a timeout, or no permission."""
+
+    type: ClassVar[str] = "tool_error"
+    tool_call_id: str
+    tool: str
+    error: str
+    reason: Literal["invalid_arguments", "failed", "timeout", "permission_denied"] = "failed"
+
+    @property
+    def content(self) -> str:
+        return f"Error: {self.error}"
+
+
+@dataclass(kw_only=True)
+class ConfirmRequired(RunEvent):
+    """A dangerous call waits for its owner; the run layer stores it and adds the confirmation's id."""
+
+    type: ClassVar[str] = "confirm_required"
+    tool_call_id: str
+    tool: str
+    input: dict[str, Any]
+
+
+@dataclass(kw_only=True)
+class Notice(RunEvent):
+    type: ClassVar[str] = "notice"
+    code: str
+    detail: str
+
+
+@dataclass(kw_only=True)
+class RoundRetry(Notice):
+    """The provider's answer could not be used and is asked for again: text of this round so far is void."""
+
+    code: str = "PROVIDER_RETRY"
+
+
+@dataclass(kw_only=True)
+class RunFinished(RunEvent):
+    type: ClassVar[str] = "run_finished"
+    status: RunStatus
+    error: str = ""

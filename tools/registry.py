@@ -1,0 +1,162 @@
+"""Tools the agent can call: a function, a pydantic model of its arguments, and a few flags.
+
+@tool(permission="dashboards.deploy", requires_confirmation=True)
+def deploy_dashboard(args: DeployArgs, ctx: ToolContext) -> dict:
+    \"\"\"Deploy a dashboard to an environment.\"\"\"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from pydantic import BaseModel, ValidationError
+
+from agentchat.agent.providers import ToolSchema
+
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass
+class ToolContext:
+    """What a tool may know about the call: who asks, where, and what the page shows."""
+
+    user: Any
+    conversation_id: str | None = None
+    page_context: dict[str, Any] = field(default_factory=dict)
+    attachments: list[Any] = field(default_factory=list)
+
+
+class ToolArgumentsError(ValueError):
+    """Arguments that do not fit the tool's model; the message names every offending field."""
+
+
+class ToolTimeout(TimeoutError):
+    pass
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        problems.append(f"{where}: {item['msg']}")
+    return "; ".join(problems)
+
+
+def _call_sync(func: Callable, args: BaseModel, ctx: ToolContext) -> Any:
+    # A worker thread of its own, so a slow tool never holds up the process's other database work.
+    close_old_connections()
+    try:
+        return func(args, ctx)
+    finally:
+        close_old_connections()
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    func: Callable[[BaseModel, ToolContext], Any]
+    requires_confirmation: bool = False
+    permission: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+
+    def schema(self) -> ToolSchema:
+        parameters = self.args_model.model_json_schema()
+        parameters.pop("title", None)
+        return {"name": self.name, "description": self.description, "parameters": parameters}
+
+    def permitted(self, user) -> bool:
+        return self.permission is None or (user is not None and user.has_perm(self.permission))
+
+    def validate(self, args: Any) -> BaseModel:
+        if not isinstance(args, dict):
+            raise ToolArgumentsError(f"Invalid arguments for {self.name}: expected a JSON object.")
+        try:
+            return self.args_model.model_validate(args)
+        except ValidationError as exc:
+            raise ToolArgumentsError(f"Invalid arguments for {self.name}: {_describe(exc)}") from None
+
+    async def run(self, args: BaseModel, ctx: ToolContext) -> Any:
+        """Run with the tool's timeout. A sync tool runs in a worker thread, which a timeout abandons."""
+        if inspect.iscoroutinefunction(self.func):
+            call = self.func(args, ctx)
+        else:
+            call = sync_to_async(_call_sync, thread_sensitive=False)(self.func, args, ctx)
+        try:
+            return await asyncio.wait_for(call, timeout=self.timeout)
+        except TimeoutError:
+            raise ToolTimeout(f"{self.name} did not finish within {self.timeout:g} s.") from None
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def register(self, tool: Tool) -> Tool:
+        if tool.name in self._tools:
+            raise ValueError(f"A tool named {tool.name!r} is registered already.")
+        self._tools[tool.name] = tool
+        return tool
+
+    def get(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def has(self, name: str) -> bool:
+        return name in self._tools
+
+    def all(self) -> list[Tool]:
+        return list(self._tools.values())
+
+    def permitted(self, user) -> list[Tool]:
+        """The tools `user` may see and call. Checks permissions, so call it from sync code."""
+        return [tool for tool in self._tools.values() if tool.permitted(user)]
+
+    def to_tool_schemas(self, user=None) -> list[ToolSchema]:
+        """Provider-agnostic schemas; with a user, only the tools that user is permitted."""
+        tools = self.all() if user is None else self.permitted(user)
+        return [tool.schema() for tool in tools]
+
+    def tool(
+        self,
+        func: Callable | None = None,
+        *,
+        name: str | None = None,
+        requires_confirmation: bool = False,
+        permission: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ):
+        """Register `func(args: Model, ctx: ToolContext)`; its docstring is the description the model reads."""
+
+        def decorate(func: Callable) -> Tool:
+            first = next(iter(inspect.signature(func).parameters), None)
+            args_model = typing.get_type_hints(func).get(first) if first else None
+            if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+                raise TypeError(f"{func.__name__}: the first parameter must be annotated with a pydantic model.")
+            description = inspect.cleandoc(func.__doc__ or "")
+            if not description:
+                raise TypeError(f"{func.__name__}: the docstring is the tool's description, and it is missing.")
+            return self.register(
+                Tool(
+                    name=name or func.__name__,
+                    description=description,
+                    args_model=args_model,
+                    func=func,
+                    requires_confirmation=requires_confirmation,
+                    permission=permission,
+                    timeout=timeout,
+                )
+            )
+
+        return decorate(func) if func is not None else decorate
+
+
+registry = ToolRegistry()
+tool = registry.tool
