@@ -1,12 +1,22 @@
-"""ASGI entry point: daphne serves HTTP through Django; the WebSocket stack joins here as it lands."""
+"""ASGI entry point: HTTP through Django; WebSocket through the origin check, then auth, then the router."""
 
 import os
 
-from channels.routing import ProtocolTypeRouter
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentchat.settings")
 
 django_asgi_app = get_asgi_application()
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs the app registry loaded above
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from conversations.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

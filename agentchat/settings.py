@@ -131,11 +131,12 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 5000, "expiry": 30},
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Room for a whole answer's tokens should a socket fall behind: a full channel drops messages.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}}
 
 # --- the agent ---------------------------------------------------------------------------------
 
@@ -148,6 +149,10 @@ AGENT_MAX_ROUNDS = env_int("AGENT_MAX_ROUNDS", 8)
 CONTEXT_TOKEN_BUDGET = env_int("CONTEXT_TOKEN_BUDGET", 4000, minimum=256)
 # A run whose process stopped refreshing its heartbeat for this long no longer holds the conversation.
 RUN_HEARTBEAT_TIMEOUT = timedelta(seconds=env_int("RUN_HEARTBEAT_TIMEOUT", 30))
+# How long a dangerous tool call waits for its owner's decision.
+CONFIRMATION_TTL = timedelta(seconds=env_int("CONFIRMATION_TTL", 24 * 60 * 60))
+# Message frames one user may send per minute, over all their sockets on one process.
+WS_MESSAGES_PER_MINUTE = env_int("WS_MESSAGES_PER_MINUTE", 20)
 
 # --- Django ------------------------------------------------------------------------------------
 

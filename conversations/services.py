@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from typing import Any
 
@@ -165,3 +167,185 @@ def audit_login_failure(sender, credentials: dict, request=None, **kwargs) -> No
             "path": request.path if request is not None else "",
         },
     )
+
+
+# --- runs: what a live run writes ----------------------------------------------------------------
+
+CANCELLED_BY_USER = "cancelled by the user"
+INTERRUPTED = "not run: the answer was interrupted"
+
+
+def assistant_message_start(*, conversation: Conversation, run_id: str) -> Message:
+    return Message.objects.create(
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        status=Message.Status.STREAMING,
+        metadata={"run_id": run_id},
+    )
+
+
+def assistant_message_save(*, message_id: int, content: str, status: str, tool_calls: list | None = None) -> None:
+    fields: dict[str, Any] = {"content": content, "status": status}
+    if tool_calls is not None:
+        fields["tool_calls"] = tool_calls
+    Message.objects.filter(pk=message_id).update(**fields)
+
+
+def assistant_message_discard(*, message_id: int) -> None:
+    """A placeholder that never got a word or a call is not worth keeping."""
+    Message.objects.filter(pk=message_id, content="", tool_calls=[]).delete()
+
+
+def tool_result_store(
+    *, conversation: Conversation, tool_call_id: str, tool_name: str, content: str, is_error: bool, run_id: str
+) -> Message:
+    message, _ = message_append(
+        conversation=conversation,
+        role=Message.Role.TOOL,
+        content=content,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        is_error=is_error,
+        metadata={"run_id": run_id},
+    )
+    return message
+
+
+def dangling_calls_close(*, conversation: Conversation, content: str, run_id: str = "") -> list[Message]:
+    """Give every tool call that has neither a result nor a pending confirmation a tool message saying why.
+
+    Keeps the history well-formed for the next provider call after a cancel, a crash or a superseded decision.
+    """
+    answered = set(conversation.messages.filter(role=Message.Role.TOOL).values_list("tool_call_id", flat=True))
+    waiting = set(
+        conversation.confirmations.filter(status=PendingConfirmation.Status.PENDING).values_list(
+            "tool_call_id", flat=True
+        )
+    )
+    closed = []
+    for message in conversation.messages.filter(role=Message.Role.ASSISTANT).exclude(tool_calls=[]):
+        for call in message.tool_calls:
+            if call["id"] not in answered and call["id"] not in waiting:
+                closed.append(
+                    tool_result_store(
+                        conversation=conversation,
+                        tool_call_id=call["id"],
+                        tool_name=call["name"],
+                        content=f"Error: {content}",
+                        is_error=True,
+                        run_id=run_id,
+                    )
+                )
+    return closed
+
+
+@transaction.atomic
+def conversation_recover(*, conversation: Conversation) -> None:
+    """Called by a run that just took the gate: whatever is still `streaming` belongs to a run that died."""
+    Message.objects.filter(conversation=conversation, status=Message.Status.STREAMING).update(
+        status=Message.Status.INTERRUPTED
+    )
+    dangling_calls_close(conversation=conversation, content=INTERRUPTED)
+
+
+# --- confirmations --------------------------------------------------------------------------------
+
+
+def args_hash(args: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def confirmation_request(
+    *, conversation: Conversation, message_id: int | None, tool_call_id: str, tool_name: str, args: dict, actor
+) -> PendingConfirmation:
+    confirmation = PendingConfirmation.objects.create(
+        conversation=conversation,
+        message_id=message_id,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        args=args,
+        args_hash=args_hash(args),
+        expires_at=timezone.now() + settings.CONFIRMATION_TTL,
+    )
+    audit_record(
+        kind=AuditEvent.Kind.CONFIRMATION_REQUESTED,
+        actor=actor,
+        conversation=conversation,
+        data={"confirmation_id": str(confirmation.pk), "tool": tool_name, "args": args},
+    )
+    return confirmation
+
+
+DECISION_STATUS = {
+    "approve": PendingConfirmation.Status.APPROVED,
+    "edit": PendingConfirmation.Status.EDITED,
+    "reject": PendingConfirmation.Status.REJECTED,
+}
+
+
+def confirmation_decide(
+    *, confirmation: PendingConfirmation, decision: str, actor, args: dict | None = None, reason: str = ""
+) -> bool:
+    """Take the decision once: one conditional UPDATE, so two tabs deciding together cannot both win."""
+    now = timezone.now()
+    taken = PendingConfirmation.objects.filter(
+        pk=confirmation.pk,
+        status=PendingConfirmation.Status.PENDING,
+        expires_at__gt=now,
+        conversation__is_archived=False,
+    ).update(
+        status=DECISION_STATUS[decision],
+        decided_by=actor,
+        decided_at=now,
+        edited_args=args if decision == "edit" else None,
+        reason=reason,
+    )
+    if taken:
+        audit_record(
+            kind=AuditEvent.Kind.CONFIRMATION_DECIDED,
+            actor=actor,
+            conversation=confirmation.conversation,
+            data={
+                "confirmation_id": str(confirmation.pk),
+                "tool": confirmation.tool_name,
+                "decision": decision,
+                "args": confirmation.args,
+                "edited_args": args if decision == "edit" else None,
+                "reason": reason,
+            },
+        )
+    return bool(taken)
+
+
+def confirmations_supersede(*, conversation: Conversation, actor) -> int:
+    """A new user message while decisions are pending: they lapse, and their tool messages say so."""
+    now = timezone.now()
+    lapsed = 0
+    for confirmation in conversation.confirmations.filter(status=PendingConfirmation.Status.PENDING):
+        status = (
+            PendingConfirmation.Status.EXPIRED
+            if confirmation.expires_at <= now
+            else PendingConfirmation.Status.SUPERSEDED
+        )
+        with transaction.atomic():
+            # Conditional, like a decision: whichever of the two lands first wins, the other changes nothing.
+            if not PendingConfirmation.objects.filter(
+                pk=confirmation.pk, status=PendingConfirmation.Status.PENDING
+            ).update(status=status, decided_at=now):
+                continue
+            tool_result_store(
+                conversation=conversation,
+                tool_call_id=confirmation.tool_call_id,
+                tool_name=confirmation.tool_name,
+                content="Error: not run: the user sent a new message instead of deciding.",
+                is_error=True,
+                run_id="",
+            )
+            audit_record(
+                kind=AuditEvent.Kind.CONFIRMATION_DECIDED,
+                actor=actor,
+                conversation=conversation,
+                data={"confirmation_id": str(confirmation.pk), "tool": confirmation.tool_name, "decision": status},
+            )
+        lapsed += 1
+    return lapsed

@@ -45,6 +45,8 @@ class Reply:
     stall: float = 0
     cut_after: int | None = None
     chunk_chars: int = 3
+    # Seconds between chunks: a slow stream, to act on a run while it is live.
+    interval: float = 0
     # After this many chunks (or instead of a whole answer) send a body that is not JSON.
     malformed_after: int | None = None
 
@@ -144,6 +146,9 @@ class _Handler(BaseHTTPRequestHandler):
         for sent, chunk in enumerate(self.server.fake.chunks(reply, body)):
             if reply.cut_after is not None and sent >= reply.cut_after:
                 # Gone without [DONE] and without the terminating zero-length chunk.
+                self.close_connection = True
+                return
+            if reply.interval and sent and self.server.fake.stopping.wait(reply.interval):
                 self.close_connection = True
                 return
             if sent == reply.malformed_after:

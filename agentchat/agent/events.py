@@ -61,13 +61,13 @@ class ToolEnd(RunEvent):
 
 @dataclass(kw_only=True)
 class ToolError(RunEvent):
-    """The call did not produce a result: bad arguments, a raise, a timeout, or no permission."""
+    """The call did not produce a result: bad arguments, a raise, a timeout, no permission, or the user said no."""
 
     type: ClassVar[str] = "tool_error"
     tool_call_id: str
     tool: str
     error: str
-    reason: Literal["invalid_arguments", "failed", "timeout", "permission_denied"] = "failed"
+    reason: Literal["invalid_arguments", "failed", "timeout", "permission_denied", "rejected"] = "failed"
 
     @property
     def content(self) -> str:

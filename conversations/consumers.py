@@ -1,0 +1,288 @@
+"""The chat socket (SPEC §5): frames in → runs; run events out, with nothing missed and nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
+from rest_framework_simplejwt.exceptions import TokenError
+from rest_framework_simplejwt.settings import api_settings as jwt_settings
+from rest_framework_simplejwt.tokens import AccessToken
+
+from . import selectors, services
+from .exceptions import ChatError, Invalid
+from .models import AuditEvent
+from .runs import SNAPSHOT_TIMEOUT, confirmation_frame, conversation_group, runs
+
+logger = logging.getLogger(__name__)
+
+MAX_FRAME_BYTES = 1024 * 1024
+AUTH_TIMEOUT = 10.0
+MAX_CLIENT_ID = 64
+# Frames of any kind one socket may send in FRAME_WINDOW seconds before it is told to slow down.
+MAX_FRAMES = 120
+FRAME_WINDOW = 10.0
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+
+
+@database_sync_to_async
+def _user_from_token(raw: str):
+    """The active user a valid access token names, and the token's expiry (a Unix time)."""
+    try:
+        token = AccessToken(raw)
+    except TokenError as exc:
+        return None, str(exc.args[0]) if exc.args else "Token is invalid"
+    user = (
+        get_user_model().objects.filter(**{jwt_settings.USER_ID_FIELD: token.get(jwt_settings.USER_ID_CLAIM)}).first()
+    )
+    if user is None or not user.is_active:
+        return None, "The account is not active."
+    return (user, token["exp"]), ""
+
+
+@database_sync_to_async
+def _conversation(user, conversation_id):
+    return selectors.conversation_for(user, conversation_id)
+
+
+@database_sync_to_async
+def _pending(conversation) -> list[dict[str, Any]]:
+    return [confirmation_frame(confirmation) for confirmation in selectors.pending_confirmations(conversation)]
+
+
+@database_sync_to_async
+def _active(conversation) -> bool:
+    conversation.refresh_from_db()
+    return selectors.conversation_active_run(conversation)["active"]
+
+
+@database_sync_to_async
+def _streaming_text(conversation) -> dict[str, Any] | None:
+    """The last flushed text of a run whose process did not answer in time."""
+    return selectors.streaming_snapshot(conversation)
+
+
+@database_sync_to_async
+def _audit_auth_failure(reason: str, path: str) -> None:
+    services.audit_record(kind=AuditEvent.Kind.AUTH_FAILED, data={"reason": reason, "path": path, "via": "websocket"})
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        self.user = None
+        self.conversation = None
+        self.ready = False
+        self.backlog: list[dict[str, Any]] = []
+        self.seen: tuple[str, int] | None = None  # (run_id, seq) that `ready` already covered
+        self.timers: list[asyncio.Task] = []
+        self.frame_times: list[float] = []
+        await self.accept()
+        user = self.scope.get("user")
+        if user is not None and user.is_authenticated:
+            await self._authenticated(user)
+        else:
+            self.timers.append(asyncio.create_task(self._close_after(AUTH_TIMEOUT, "Sign in within 10 seconds.")))
+
+    async def disconnect(self, code) -> None:
+        for timer in self.timers:
+            timer.cancel()
+        if self.conversation is not None:
+            await self.channel_layer.group_discard(conversation_group(self.conversation.pk), self.channel_name)
+
+    # --- frames in ---------------------------------------------------------------------------------
+
+    async def receive(self, text_data=None, bytes_data=None) -> None:
+        size = len(text_data.encode()) if text_data is not None else len(bytes_data or b"")
+        if size > MAX_FRAME_BYTES:
+            await self._error("TOO_LARGE", "Frames may be at most 1 MiB.")
+            return
+        if text_data is None:
+            await self._error("INVALID", "Frames are JSON text, not binary.")
+            return
+        if self._flooding():
+            await self._error("RATE_LIMITED", "Too many frames. Slow down.")
+            return
+        try:
+            frame = json.loads(text_data)
+        except ValueError:
+            await self._error("INVALID", "The frame is not valid JSON.")
+            return
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            await self._error("INVALID", 'Every frame is a JSON object with a "type".')
+            return
+        await self.receive_json(frame)
+
+    async def receive_json(self, content: dict[str, Any], **kwargs) -> None:
+        kind = content["type"]
+        if self.user is None:
+            if kind == "auth":
+                await self._auth(content)
+            else:
+                await self._error("AUTH_REQUIRED", 'Authenticate first with {"type": "auth", "token": ...}.')
+            return
+        handler = {
+            "message": self._message,
+            "cancel": self._cancel,
+            "confirm": self._confirm,
+            "ping": self._ping,
+        }.get(kind)
+        if handler is None:
+            await self._error("INVALID", f"Unknown frame type {kind!r}.")
+            return
+        try:
+            await handler(content)
+        except ChatError as exc:
+            await self._error(exc.code, exc.message)
+
+    async def _auth(self, frame: dict[str, Any]) -> None:
+        token = frame.get("token")
+        found, reason = await _user_from_token(token) if isinstance(token, str) and token else (None, "No token.")
+        if found is None:
+            await _audit_auth_failure(reason, self.scope.get("path", ""))
+            await self._refuse("AUTH_REQUIRED", f"Authentication failed: {reason}", CLOSE_UNAUTHENTICATED)
+            return
+        user, expires = found
+        await self._authenticated(user)
+        if self.user is not None:
+            remaining = expires - time.time()
+            self.timers.append(asyncio.create_task(self._close_after(remaining, "The token has expired.")))
+
+    async def _message(self, frame: dict[str, Any]) -> None:
+        content, client_id = frame.get("content"), frame.get("client_id")
+        attachments, context = frame.get("attachments") or [], frame.get("context") or {}
+        if not isinstance(content, str):
+            raise Invalid('"content" must be a string.')
+        if client_id is not None and not (isinstance(client_id, str) and 0 < len(client_id) <= MAX_CLIENT_ID):
+            raise Invalid(f'"client_id" must be a string of 1 to {MAX_CLIENT_ID} characters.')
+        if not isinstance(attachments, list) or not all(_is_uuid(item) for item in attachments):
+            raise Invalid('"attachments" must be a list of attachment ids.')
+        if not isinstance(context, dict):
+            raise Invalid('"context" must be an object.')
+        echo = await runs.submit_message(
+            conversation=self.conversation,
+            user=self.user,
+            content=content,
+            client_id=client_id,
+            attachment_ids=attachments,
+            context=context,
+        )
+        if echo is not None:  # seen before: answered once, echoed to the sender again
+            await self.send_json(echo)
+
+    async def _cancel(self, frame: dict[str, Any]) -> None:
+        await runs.cancel(self.conversation)
+
+    async def _confirm(self, frame: dict[str, Any]) -> None:
+        decision, args, reason = frame.get("decision"), frame.get("args"), frame.get("reason") or ""
+        if not _is_uuid(frame.get("confirmation_id")):
+            raise Invalid('"confirmation_id" must be the id of a confirmation.')
+        if decision not in {"approve", "reject", "edit"}:
+            raise Invalid('"decision" must be "approve", "reject" or "edit".')
+        if decision == "edit" and not isinstance(args, dict):
+            raise Invalid('An "edit" needs the new arguments as an object in "args".')
+        if not isinstance(reason, str):
+            raise Invalid('"reason" must be a string.')
+        await runs.decide(
+            conversation=self.conversation,
+            user=self.user,
+            confirmation_id=frame["confirmation_id"],
+            decision=decision,
+            args=args if decision == "edit" else None,
+            reason=reason[:2000],
+        )
+
+    async def _ping(self, frame: dict[str, Any]) -> None:
+        await self.send_json({"type": "pong"})
+
+    # --- joining: `ready`, then the live frames, with no gap and no repeat ------------------------
+
+    async def _authenticated(self, user) -> None:
+        if not user.is_active:
+            await self._refuse("FORBIDDEN", "This account is not active.", CLOSE_FORBIDDEN)
+            return
+        conversation = await _conversation(user, self.scope["url_route"]["kwargs"]["conversation_id"])
+        if conversation is None:
+            await self._refuse("NOT_FOUND", "There is no such conversation of yours.", CLOSE_NOT_FOUND)
+            return
+        self.user, self.conversation = user, conversation
+        for timer in self.timers:
+            timer.cancel()
+        # Join first, then ask: every frame after the answer reaches this socket, earlier ones are in it.
+        await self.channel_layer.group_add(conversation_group(conversation.pk), self.channel_name)
+        if await _active(conversation):
+            await runs.request_snapshot(conversation, self.channel_name)
+            self.timers.append(asyncio.create_task(self._ready_without_snapshot()))
+        else:
+            await self._send_ready(None)
+
+    async def _ready_without_snapshot(self) -> None:
+        await asyncio.sleep(SNAPSHOT_TIMEOUT)
+        if not self.ready:
+            await self._send_ready(await _streaming_text(self.conversation))
+
+    async def run_snapshot(self, event: dict[str, Any]) -> None:
+        if not self.ready:
+            await self._send_ready(event["run"])
+
+    async def _send_ready(self, run: dict[str, Any] | None) -> None:
+        self.seen = (run["run_id"], run["seq"]) if run else None
+        await self.send_json(
+            {
+                "type": "ready",
+                "conversation_id": str(self.conversation.pk),
+                "run": run,
+                "pending_confirmations": await _pending(self.conversation),
+            }
+        )
+        self.ready = True
+        for frame in self.backlog:
+            await self._forward(frame)
+        self.backlog.clear()
+
+    async def run_event(self, event: dict[str, Any]) -> None:
+        if self.ready:
+            await self._forward(event["frame"])
+        else:
+            self.backlog.append(event["frame"])
+
+    async def _forward(self, frame: dict[str, Any]) -> None:
+        if self.seen and frame.get("run_id") == self.seen[0] and 0 < frame.get("seq", 0) <= self.seen[1]:
+            return
+        await self.send_json(frame)
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    async def _error(self, code: str, message: str) -> None:
+        await self.send_json({"type": "error", "code": code, "message": message})
+
+    async def _refuse(self, code: str, message: str, close_code: int) -> None:
+        await self._error(code, message)
+        await self.close(code=close_code)
+
+    async def _close_after(self, seconds: float, message: str) -> None:
+        await asyncio.sleep(max(seconds, 0))
+        await self._refuse("AUTH_REQUIRED", message, CLOSE_UNAUTHENTICATED)
+
+    def _flooding(self) -> bool:
+        now = time.monotonic()
+        self.frame_times = [at for at in self.frame_times if at > now - FRAME_WINDOW]
+        self.frame_times.append(now)
+        return len(self.frame_times) > MAX_FRAMES
+
+
+def _is_uuid(value) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return isinstance(value, str)

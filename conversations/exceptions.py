@@ -1,0 +1,31 @@
+"""What can go wrong on the way in, each with the machine code of the WebSocket protocol (SPEC §5)."""
+
+from __future__ import annotations
+
+
+class ChatError(Exception):
+    code = "INVALID"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class Invalid(ChatError):
+    code = "INVALID"
+
+
+class NotFound(ChatError):
+    code = "NOT_FOUND"
+
+
+class Busy(ChatError):
+    code = "BUSY"
+
+
+class CheckpointExpired(ChatError):
+    code = "CHECKPOINT_EXPIRED"
+
+
+class RateLimited(ChatError):
+    code = "RATE_LIMITED"

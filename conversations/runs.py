@@ -1,0 +1,633 @@
+"""Live runs: one per conversation, as its own asyncio task, stored in batches and fanned out to every socket.
+
+Every frame of a run goes to the conversation's group on the channel layer, so every socket of the
+conversation, on any process, gets the same frames in the same order. The run itself listens on a
+control group of its own: a `cancel` or a newcomer's request for the text so far reaches it from
+any process. All state lives in the database; a run's process only holds what it is streaming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.utils import timezone
+
+from agentchat.agent import events as ev
+from agentchat.agent.context import fit_history, truncate_message
+from agentchat.agent.orchestrator import AgentRun, ToolOutcome, call_tool
+from agentchat.agent.prompts import build_system_prompt
+from agentchat.agent.providers import ProviderError, get_provider
+from tools.registry import ToolArgumentsError, ToolContext, registry
+
+from . import selectors, services
+from .api.serializers import MessageSerializer
+from .exceptions import Busy, CheckpointExpired, Invalid, NotFound, RateLimited
+from .models import AuditEvent, Conversation, Message, PendingConfirmation
+
+logger = logging.getLogger(__name__)
+
+FLUSH_INTERVAL = 0.3
+SNAPSHOT_TIMEOUT = 2.0
+DECISION_WAIT = 1.0
+
+
+def conversation_group(conversation_id) -> str:
+    return f"chat.{conversation_id}"
+
+
+def control_group(conversation_id) -> str:
+    return f"chat.{conversation_id}.control"
+
+
+def message_frame(message: Message, client_id: str | None = None) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": "message", "message": MessageSerializer(message).data}
+    if client_id:
+        frame["client_id"] = client_id
+    return frame
+
+
+def confirmation_frame(confirmation: PendingConfirmation, run_id: str = "", seq: int = 0) -> dict[str, Any]:
+    return {
+        "type": "confirm_required",
+        "run_id": run_id,
+        "seq": seq,
+        "confirmation_id": str(confirmation.pk),
+        "tool_call_id": confirmation.tool_call_id,
+        "tool": confirmation.tool_name,
+        "input": confirmation.args,
+        "expires_at": confirmation.expires_at.isoformat(),
+    }
+
+
+@dataclass
+class LiveRun:
+    run_id: str
+    conversation: Conversation
+    user: Any
+    seq: int = 0
+    message_id: int | None = None
+    content: str = ""
+    dirty: bool = False
+    last_assistant_id: int | None = None
+    task: asyncio.Task | None = None
+    # False once the run's outcome is decided: a late cancel must not interrupt its clean-up.
+    cancellable: bool = True
+
+    def stop(self) -> None:
+        if self.cancellable and self.task is not None:
+            self.task.cancel()
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "message_id": self.message_id,
+            "status": "streaming",
+            "content": self.content,
+            "seq": self.seq,
+        }
+
+
+class MessageLimiter:
+    """At most `per_minute` message frames per user on this process (a sliding window)."""
+
+    def __init__(self, per_minute: int):
+        self.per_minute = per_minute
+        self.sent: dict[int, collections.deque[float]] = collections.defaultdict(collections.deque)
+
+    def allow(self, user_id: int) -> bool:
+        now = time.monotonic()
+        sent = self.sent[user_id]
+        while sent and sent[0] <= now - 60:
+            sent.popleft()
+        if len(sent) >= self.per_minute:
+            return False
+        sent.append(now)
+        return True
+
+
+# --- database steps, each one short, in the database thread ----------------------------------------
+
+
+@database_sync_to_async
+def _claim(conversation: Conversation) -> str | None:
+    run_id = services.conversation_run_claim(conversation=conversation)
+    if run_id is None:
+        return None
+    services.conversation_recover(conversation=conversation)
+    return str(run_id)
+
+
+@database_sync_to_async
+def _release(conversation: Conversation, run_id: str) -> None:
+    services.conversation_run_release(conversation=conversation, run_id=run_id)
+
+
+@database_sync_to_async
+def _heartbeat(conversation: Conversation, run_id: str) -> bool:
+    return services.conversation_run_heartbeat(conversation=conversation, run_id=run_id)
+
+
+@database_sync_to_async
+def _store_user_message(
+    conversation, user, content, client_id, attachments, context, original_length
+) -> tuple[Message, bool, dict[str, Any]]:
+    metadata: dict[str, Any] = {"context": context}
+    if original_length:
+        metadata["original_length"] = original_length
+    services.confirmations_supersede(conversation=conversation, actor=user)
+    message, created = services.message_append(
+        conversation=conversation,
+        role=Message.Role.USER,
+        content=content,
+        client_id=client_id,
+        actor=user,
+        metadata=metadata,
+    )
+    if created and attachments:
+        message.attachments.set(attachments)
+    return message, created, message_frame(message, client_id)
+
+
+@database_sync_to_async
+def _existing_message(conversation, client_id) -> dict[str, Any] | None:
+    """The echo of a message already stored under this client_id, if there is one."""
+    if not client_id:
+        return None
+    message = conversation.messages.filter(client_id=client_id).first()
+    return message_frame(message, client_id) if message else None
+
+
+@database_sync_to_async
+def _owned_attachments(conversation, user, ids) -> list:
+    found = list(conversation.attachments.filter(owner=user, pk__in=ids))
+    if len(found) != len(set(ids)):
+        raise NotFound("One of the attachments does not exist in this conversation.")
+    return found
+
+
+@database_sync_to_async
+def _prepare(conversation: Conversation, user) -> tuple[list, list, str, dict]:
+    history = selectors.provider_history(conversation)
+    context = selectors.last_user_context(conversation)
+    return history, registry.permitted(user), build_system_prompt(context), context
+
+
+@database_sync_to_async
+def _audit(kind: str, conversation: Conversation, user, data: dict) -> None:
+    services.audit_record(kind=kind, actor=user, conversation=conversation, data=data)
+
+
+@database_sync_to_async
+def _start_message(conversation: Conversation, run_id: str) -> int:
+    return services.assistant_message_start(conversation=conversation, run_id=run_id).pk
+
+
+@database_sync_to_async
+def _flush(message_id: int, content: str) -> None:
+    services.assistant_message_save(message_id=message_id, content=content, status=Message.Status.STREAMING)
+
+
+@database_sync_to_async
+def _save_message(message_id: int, content: str, status: str, tool_calls: list | None = None) -> dict[str, Any]:
+    services.assistant_message_save(message_id=message_id, content=content, status=status, tool_calls=tool_calls)
+    return message_frame(Message.objects.get(pk=message_id))
+
+
+@database_sync_to_async
+def _discard_message(message_id: int) -> None:
+    services.assistant_message_discard(message_id=message_id)
+
+
+@database_sync_to_async
+def _store_tool_result(conversation, call_id, name, content, is_error, run_id) -> dict[str, Any]:
+    message = services.tool_result_store(
+        conversation=conversation,
+        tool_call_id=call_id,
+        tool_name=name,
+        content=content,
+        is_error=is_error,
+        run_id=run_id,
+    )
+    return message_frame(message)
+
+
+@database_sync_to_async
+def _close_dangling(conversation: Conversation, content: str, run_id: str) -> list[dict[str, Any]]:
+    closed = services.dangling_calls_close(conversation=conversation, content=content, run_id=run_id)
+    return [message_frame(message) for message in closed]
+
+
+@database_sync_to_async
+def _request_confirmation(conversation, message_id, call_id, name, args, user) -> PendingConfirmation:
+    return services.confirmation_request(
+        conversation=conversation, message_id=message_id, tool_call_id=call_id, tool_name=name, args=args, actor=user
+    )
+
+
+@database_sync_to_async
+def _confirmation(conversation: Conversation, user, confirmation_id) -> PendingConfirmation:
+    confirmation = (
+        PendingConfirmation.objects.select_related("conversation")
+        .filter(pk=confirmation_id, conversation__owner=user, conversation=conversation)
+        .first()
+    )
+    if confirmation is None:
+        raise NotFound("There is no such confirmation in this conversation.")
+    return confirmation
+
+
+@database_sync_to_async
+def _decide(confirmation, user, decision, args, reason) -> bool:
+    return services.confirmation_decide(
+        confirmation=confirmation, decision=decision, actor=user, args=args, reason=reason
+    )
+
+
+@database_sync_to_async
+def _is_pending(confirmation: PendingConfirmation) -> bool:
+    confirmation.refresh_from_db()
+    return (
+        confirmation.status == PendingConfirmation.Status.PENDING
+        and confirmation.expires_at > timezone.now()
+        and not Conversation.objects.filter(pk=confirmation.conversation_id, is_archived=True).exists()
+    )
+
+
+@database_sync_to_async
+def _decided_unexecuted(conversation: Conversation) -> tuple[list[PendingConfirmation], bool]:
+    """Decisions whose tool has no result yet, and whether any decision is still awaited."""
+    answered = set(conversation.messages.filter(role=Message.Role.TOOL).values_list("tool_call_id", flat=True))
+    decided = [
+        confirmation
+        for confirmation in conversation.confirmations.filter(
+            status__in=[
+                PendingConfirmation.Status.APPROVED,
+                PendingConfirmation.Status.EDITED,
+                PendingConfirmation.Status.REJECTED,
+            ]
+        ).order_by("created_at")
+        if confirmation.tool_call_id not in answered
+    ]
+    waiting = selectors.pending_confirmations(conversation).exists()
+    return decided, waiting
+
+
+class RunManager:
+    """The runs of this process. One instance per process; all shared state is in the database."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, LiveRun] = {}
+        self.limiter = MessageLimiter(settings.WS_MESSAGES_PER_MINUTE)
+
+    @property
+    def layer(self):
+        return get_channel_layer()
+
+    async def _send(self, run: LiveRun, frame: dict[str, Any]) -> None:
+        await self.layer.group_send(conversation_group(run.conversation.pk), {"type": "run.event", "frame": frame})
+
+    # --- the ways in ---------------------------------------------------------------------------
+
+    async def submit_message(
+        self,
+        *,
+        conversation: Conversation,
+        user,
+        content: str,
+        client_id: str | None = None,
+        attachment_ids: list | None = None,
+        context: dict | None = None,
+    ) -> dict[str, Any] | None:
+        """Store the user's message and start a run; the echo goes to every socket of the conversation.
+
+        A client_id seen before stores and answers nothing: the earlier message's echo is returned instead.
+        """
+        if echo := await _existing_message(conversation, client_id):
+            return echo
+        if conversation.is_archived:
+            raise Invalid("This conversation is archived. Restore it to continue.")
+        if not content.strip():
+            raise Invalid("The message is empty.")
+        if not self.limiter.allow(user.pk):
+            raise RateLimited("You are sending messages too fast. Wait a moment and try again.")
+        attachments = await _owned_attachments(conversation, user, attachment_ids) if attachment_ids else []
+        text, truncated = truncate_message(content)
+        run_id = await _claim(conversation)
+        if run_id is None:
+            # The same message sent from two tabs at once: the other one is storing and answering it.
+            if echo := await _existing_message(conversation, client_id):
+                return echo
+            raise Busy("A run is already going on in this conversation. Wait for it to finish or stop it.")
+        try:
+            _, created, echo = await _store_user_message(
+                conversation, user, text, client_id, attachments, context or {}, len(content) if truncated else 0
+            )
+        except BaseException:
+            await _release(conversation, run_id)
+            raise
+        if not created:
+            await _release(conversation, run_id)
+            return echo
+        run = LiveRun(run_id=run_id, conversation=conversation, user=user)
+        await self._send(run, echo)
+        if truncated:
+            await self._send(
+                run,
+                {
+                    "type": "notice",
+                    "run_id": run_id,
+                    "seq": run.next_seq(),
+                    "code": "MESSAGE_TRUNCATED",
+                    "detail": f"Your message was cut from {len(content):,} to {len(text):,} characters.",
+                },
+            )
+        self._launch(run)
+        return None
+
+    async def decide(
+        self,
+        *,
+        conversation: Conversation,
+        user,
+        confirmation_id,
+        decision: str,
+        args: dict | None = None,
+        reason: str = "",
+    ) -> None:
+        confirmation = await _confirmation(conversation, user, confirmation_id)
+        if not await _is_pending(confirmation):
+            raise CheckpointExpired("This confirmation was already decided, replaced or has expired.")
+        if decision == "edit":
+            tool = registry.get(confirmation.tool_name) if registry.has(confirmation.tool_name) else None
+            if tool is None:
+                raise Invalid(f"The tool {confirmation.tool_name} is no longer available.")
+            try:
+                args = tool.validate(args).model_dump(mode="json")
+            except ToolArgumentsError as exc:
+                raise Invalid(str(exc)) from None
+        deadline = time.monotonic() + DECISION_WAIT
+        while (run_id := await _claim(conversation)) is None:
+            # Someone else holds the gate, most likely a tab deciding this very confirmation.
+            if not await _is_pending(confirmation):
+                raise CheckpointExpired("This confirmation was already decided, replaced or has expired.")
+            if time.monotonic() > deadline:
+                raise Busy("A run is going on in this conversation. Decide again when it has finished.")
+            await asyncio.sleep(0.05)
+        if not await _decide(confirmation, user, decision, args, reason):
+            await _release(conversation, run_id)
+            raise CheckpointExpired("This confirmation was already decided, replaced or has expired.")
+        self._launch(LiveRun(run_id=run_id, conversation=conversation, user=user))
+
+    async def cancel(self, conversation: Conversation) -> None:
+        await self.layer.group_send(control_group(conversation.pk), {"type": "run.cancel"})
+
+    async def request_snapshot(self, conversation: Conversation, reply_to: str) -> None:
+        """Ask the live run (on whichever process) for its text so far; the reply goes to `reply_to`."""
+        await self.layer.group_send(control_group(conversation.pk), {"type": "run.snapshot", "reply_to": reply_to})
+
+    # --- one run -------------------------------------------------------------------------------
+
+    def _launch(self, run: LiveRun) -> None:
+        self.live[run.run_id] = run
+        run.task = asyncio.create_task(self._drive(run), name=f"run {run.run_id}")
+
+    async def _drive(self, run: LiveRun) -> None:
+        conversation, user = run.conversation, run.user
+        helpers = [
+            asyncio.create_task(self._listen(run)),
+            asyncio.create_task(self._keep_alive(run)),
+            asyncio.create_task(self._flush_periodically(run)),
+        ]
+        status, error = "failed", ""
+        try:
+            await _audit(AuditEvent.Kind.RUN_STARTED, conversation, user, {"run_id": run.run_id})
+            decided, waiting = await _decided_unexecuted(conversation)
+            if not decided:
+                # The answer's row exists from the start; after a decision the tool's result must come first.
+                run.message_id = await _start_message(conversation, run.run_id)
+            await self._send(
+                run, {"type": "run_started", "run_id": run.run_id, "seq": run.next_seq(), "message_id": run.message_id}
+            )
+            status, error = await self._steps(run, decided, waiting)
+            run.cancellable = False
+        except asyncio.CancelledError:
+            status = "cancelled"
+            await self._stop(run, content=services.CANCELLED_BY_USER, message_status=Message.Status.INTERRUPTED)
+        except Exception:
+            logger.exception("run %s failed", run.run_id)
+            status, error = "failed", "Something went wrong on our side while answering."
+            await self._stop(run, content=services.INTERRUPTED, message_status=Message.Status.FAILED)
+        finally:
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            await _release(conversation, run.run_id)
+            self.live.pop(run.run_id, None)
+        if status == "failed":
+            await self._send(run, {"type": "error", "code": "PROVIDER_ERROR", "message": error, "run_id": run.run_id})
+        await self._send(
+            run,
+            {
+                "type": "run_finished",
+                "run_id": run.run_id,
+                "seq": run.next_seq(),
+                "status": status,
+                "message_id": run.last_assistant_id,
+            },
+        )
+        await _audit(AuditEvent.Kind.RUN_FINISHED, conversation, user, {"run_id": run.run_id, "status": status})
+
+    async def _steps(self, run: LiveRun, decided: list[PendingConfirmation], waiting: bool) -> tuple[str, str]:
+        """Carry out decided confirmations, then rounds with the provider. Returns (status, error)."""
+        for confirmation in decided:
+            await self._carry_out(run, confirmation)
+        if waiting:
+            await self._end_message(run)
+            return "awaiting_confirmation", ""
+
+        history, tools, system_prompt, context = await _prepare(run.conversation, run.user)
+        trimmed = fit_history(history, budget=settings.CONTEXT_TOKEN_BUDGET, system_prompt=system_prompt)
+        if trimmed.dropped:
+            await self._send(
+                run,
+                {
+                    "type": "notice",
+                    "run_id": run.run_id,
+                    "seq": run.next_seq(),
+                    "code": "CONTEXT_TRIMMED",
+                    "detail": f"{trimmed.dropped} older messages were left out to fit the context budget.",
+                },
+            )
+        try:
+            provider = get_provider()
+        except ProviderError as exc:
+            await self._end_message(run)
+            return "failed", exc.message
+        agent = AgentRun(
+            provider=provider,
+            tools=tools,
+            registry=registry,
+            ctx=ToolContext(user=run.user, conversation_id=str(run.conversation.pk), page_context=context),
+            system_prompt=system_prompt,
+            max_rounds=settings.AGENT_MAX_ROUNDS,
+            run_id=run.run_id,
+            seq=run.seq,
+        )
+        async for event in agent.events(trimmed.messages):
+            run.seq = event.seq
+            finished = await self._handle(run, event)
+            if finished is not None:
+                return finished
+        return "failed", "The run ended without an answer."
+
+    async def _handle(self, run: LiveRun, event: ev.RunEvent) -> tuple[str, str] | None:
+        conversation = run.conversation
+        if isinstance(event, ev.Token):
+            if run.message_id is None:
+                run.message_id = await _start_message(conversation, run.run_id)
+            run.content += event.delta
+            run.dirty = True
+            await self._send(run, {**event.frame(), "message_id": run.message_id})
+        elif isinstance(event, ev.RoundRetry):
+            run.content, run.dirty = "", True
+            await self._send(run, {**event.frame(), "message_id": run.message_id})
+        elif isinstance(event, ev.AssistantMessage):
+            if run.message_id is None:
+                run.message_id = await _start_message(conversation, run.run_id)
+            frame = await _save_message(run.message_id, event.content, Message.Status.COMPLETE, event.tool_calls)
+            run.last_assistant_id, run.message_id, run.content, run.dirty = run.message_id, None, "", False
+            await self._send(run, frame)
+        elif isinstance(event, ev.ToolStart):
+            await _audit(AuditEvent.Kind.TOOL_CALLED, conversation, run.user, {"tool": event.tool, "args": event.input})
+            await self._send(run, event.frame())
+        elif isinstance(event, ev.ToolEnd | ev.ToolError):
+            await self._tool_result(run, event)
+        elif isinstance(event, ev.ConfirmRequired):
+            confirmation = await _request_confirmation(
+                conversation, run.last_assistant_id, event.tool_call_id, event.tool, event.input, run.user
+            )
+            await self._send(run, confirmation_frame(confirmation, run.run_id, event.seq))
+        elif isinstance(event, ev.RunFinished):
+            await self._end_message(run, failed=event.status == "failed")
+            return event.status, event.error
+        else:
+            await self._send(run, event.frame())
+        return None
+
+    async def _tool_result(self, run: LiveRun, event: ev.ToolEnd | ev.ToolError) -> None:
+        is_error = isinstance(event, ev.ToolError)
+        frame = await _store_tool_result(
+            run.conversation, event.tool_call_id, event.tool, event.content, is_error, run.run_id
+        )
+        if is_error and event.reason == "permission_denied":
+            kind = AuditEvent.Kind.PERMISSION_DENIED
+        else:
+            kind = AuditEvent.Kind.TOOL_FAILED if is_error else AuditEvent.Kind.TOOL_SUCCEEDED
+        await _audit(kind, run.conversation, run.user, {"tool": event.tool, "tool_call_id": event.tool_call_id})
+        await self._send(run, event.frame())
+        await self._send(run, frame)
+
+    async def _carry_out(self, run: LiveRun, confirmation: PendingConfirmation) -> None:
+        """Run an approved or edited call, or record a rejection, as the run's first steps."""
+        call_id, name = confirmation.tool_call_id, confirmation.tool_name
+        tool = registry.get(name) if registry.has(name) else None
+        if confirmation.status == PendingConfirmation.Status.REJECTED:
+            reason = f" Reason: {confirmation.reason}" if confirmation.reason else ""
+            outcome = ToolOutcome(ok=False, error=f"rejected by the user.{reason}", reason="rejected")
+        elif tool is None:
+            outcome = ToolOutcome(ok=False, error=f"{name} is no longer available.")
+        else:
+            args = (
+                confirmation.edited_args
+                if confirmation.status == PendingConfirmation.Status.EDITED
+                else confirmation.args
+            )
+            start = ev.ToolStart(run_id=run.run_id, seq=run.next_seq(), tool_call_id=call_id, tool=name, input=args)
+            await _audit(AuditEvent.Kind.TOOL_CALLED, run.conversation, run.user, {"tool": name, "args": args})
+            await self._send(run, start.frame())
+            try:
+                valid = tool.validate(args)
+            except ToolArgumentsError as exc:
+                outcome = ToolOutcome(ok=False, error=str(exc), reason="invalid_arguments")
+            else:
+                ctx = ToolContext(user=run.user, conversation_id=str(run.conversation.pk))
+                outcome = await call_tool(tool, valid, ctx)
+        common = {"run_id": run.run_id, "seq": run.next_seq(), "tool_call_id": call_id, "tool": name}
+        if outcome.ok:
+            await self._tool_result(run, ev.ToolEnd(**common, output=outcome.output))
+        else:
+            await self._tool_result(run, ev.ToolError(**common, error=outcome.error, reason=outcome.reason))
+
+    async def _end_message(self, run: LiveRun, *, failed: bool = False) -> None:
+        """The round in progress ends without a complete answer: keep its text, drop an empty placeholder."""
+        if run.message_id is None:
+            return
+        if run.content:
+            status = Message.Status.FAILED if failed else Message.Status.INTERRUPTED
+            frame = await _save_message(run.message_id, run.content, status)
+            run.last_assistant_id = run.message_id
+            await self._send(run, frame)
+        else:
+            await _discard_message(run.message_id)
+        run.message_id, run.content, run.dirty = None, "", False
+
+    async def _stop(self, run: LiveRun, *, content: str, message_status: str) -> None:
+        """After a cancel or a crash: partial text kept, every call left without a result told why."""
+        if run.message_id is not None and run.content:
+            frame = await _save_message(run.message_id, run.content, message_status)
+            run.last_assistant_id = run.message_id
+            await self._send(run, frame)
+        elif run.message_id is not None:
+            await _discard_message(run.message_id)
+        run.message_id, run.content, run.dirty = None, "", False
+        for frame in await _close_dangling(run.conversation, content, run.run_id):
+            await self._send(run, frame)
+
+    # --- the helpers beside a run ----------------------------------------------------------------
+
+    async def _flush_periodically(self, run: LiveRun) -> None:
+        """At most one write per FLUSH_INTERVAL of the text so far: a crash loses no more than that."""
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            if run.dirty and run.message_id is not None:
+                run.dirty = False
+                await _flush(run.message_id, run.content)
+
+    async def _keep_alive(self, run: LiveRun) -> None:
+        interval = settings.RUN_HEARTBEAT_TIMEOUT.total_seconds() / 3
+        while True:
+            await asyncio.sleep(interval)
+            if not await _heartbeat(run.conversation, run.run_id):
+                logger.warning("run %s lost its conversation's gate; stopping it", run.run_id)
+                run.stop()
+                return
+
+    async def _listen(self, run: LiveRun) -> None:
+        layer = self.layer
+        channel = await layer.new_channel()
+        group = control_group(run.conversation.pk)
+        await layer.group_add(group, channel)
+        try:
+            while True:
+                message = await layer.receive(channel)
+                if message["type"] == "run.cancel":
+                    run.stop()
+                elif message["type"] == "run.snapshot":
+                    await layer.send(message["reply_to"], {"type": "run.snapshot", "run": run.snapshot()})
+        finally:
+            await layer.group_discard(group, channel)
+
+
+runs = RunManager()
