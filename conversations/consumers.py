@@ -159,7 +159,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _message(self, frame: dict[str, Any]) -> None:
         content, client_id = frame.get("content"), frame.get("client_id")
-        attachments, context = frame.get("attachments") or [], frame.get("context") or {}
+        attachments = [] if frame.get("attachments") is None else frame["attachments"]
+        context = {} if frame.get("context") is None else frame["context"]
         if not isinstance(content, str):
             raise Invalid('"content" must be a string.')
         if client_id is not None and not (isinstance(client_id, str) and 0 < len(client_id) <= MAX_CLIENT_ID):

@@ -54,11 +54,9 @@ def message_frame(message: Message, client_id: str | None = None) -> dict[str, A
     return frame
 
 
-def confirmation_frame(confirmation: PendingConfirmation, run_id: str = "", seq: int = 0) -> dict[str, Any]:
+def confirmation_frame(confirmation: PendingConfirmation) -> dict[str, Any]:
     return {
         "type": "confirm_required",
-        "run_id": run_id,
-        "seq": seq,
         "confirmation_id": str(confirmation.pk),
         "tool_call_id": confirmation.tool_call_id,
         "tool": confirmation.tool_name,
@@ -78,6 +76,7 @@ class LiveRun:
     dirty: bool = False
     last_assistant_id: int | None = None
     task: asyncio.Task | None = None
+    control_channel: str = ""
     # False once the run's outcome is decided: a late cancel must not interrupt its clean-up.
     cancellable: bool = True
 
@@ -142,11 +141,12 @@ def _heartbeat(conversation: Conversation, run_id: str) -> bool:
 @database_sync_to_async
 def _store_user_message(
     conversation, user, content, client_id, attachments, context, original_length
-) -> tuple[Message, bool, dict[str, Any]]:
+) -> tuple[bool, list[dict[str, Any]]]:
+    """Store the message (after the decisions it supersedes); returns whether it is new and the frames to send."""
     metadata: dict[str, Any] = {"context": context}
     if original_length:
         metadata["original_length"] = original_length
-    services.confirmations_supersede(conversation=conversation, actor=user)
+    lapsed = services.confirmations_supersede(conversation=conversation, actor=user)
     message, created = services.message_append(
         conversation=conversation,
         role=Message.Role.USER,
@@ -157,7 +157,7 @@ def _store_user_message(
     )
     if created and attachments:
         message.attachments.set(attachments)
-    return message, created, message_frame(message, client_id)
+    return created, [*(message_frame(tool_message) for tool_message in lapsed), message_frame(message, client_id)]
 
 
 @database_sync_to_async
@@ -196,7 +196,7 @@ def _start_message(conversation: Conversation, run_id: str) -> int:
 
 @database_sync_to_async
 def _flush(message_id: int, content: str) -> None:
-    services.assistant_message_save(message_id=message_id, content=content, status=Message.Status.STREAMING)
+    services.assistant_message_flush(message_id=message_id, content=content)
 
 
 @database_sync_to_async
@@ -233,6 +233,16 @@ def _close_dangling(conversation: Conversation, content: str, run_id: str) -> li
 def _request_confirmation(conversation, message_id, call_id, name, args, user) -> PendingConfirmation:
     return services.confirmation_request(
         conversation=conversation, message_id=message_id, tool_call_id=call_id, tool_name=name, args=args, actor=user
+    )
+
+
+@database_sync_to_async
+def _tool_context(conversation: Conversation, user, tool) -> ToolContext | None:
+    """What a decided call runs with, as in its round; None when the user may no longer use the tool."""
+    if not tool.permitted(user):
+        return None
+    return ToolContext(
+        user=user, conversation_id=str(conversation.pk), page_context=selectors.last_user_context(conversation)
     )
 
 
@@ -296,6 +306,8 @@ class RunManager:
         return get_channel_layer()
 
     async def _send(self, run: LiveRun, frame: dict[str, Any]) -> None:
+        """Fan a frame out to every socket of the conversation, numbered in the order it is sent."""
+        frame = {**frame, "run_id": run.run_id, "seq": run.next_seq()}
         await self.layer.group_send(conversation_group(run.conversation.pk), {"type": "run.event", "frame": frame})
 
     # --- the ways in ---------------------------------------------------------------------------
@@ -316,6 +328,7 @@ class RunManager:
         """
         if echo := await _existing_message(conversation, client_id):
             return echo
+        await database_sync_to_async(conversation.refresh_from_db)()
         if conversation.is_archived:
             raise Invalid("This conversation is archived. Restore it to continue.")
         if not content.strip():
@@ -331,7 +344,7 @@ class RunManager:
                 return echo
             raise Busy("A run is already going on in this conversation. Wait for it to finish or stop it.")
         try:
-            _, created, echo = await _store_user_message(
+            created, frames = await _store_user_message(
                 conversation, user, text, client_id, attachments, context or {}, len(content) if truncated else 0
             )
         except BaseException:
@@ -339,16 +352,16 @@ class RunManager:
             raise
         if not created:
             await _release(conversation, run_id)
-            return echo
+            return frames[-1]
         run = LiveRun(run_id=run_id, conversation=conversation, user=user)
-        await self._send(run, echo)
+        await self._listen_for(run)
+        for frame in frames:
+            await self._send(run, frame)
         if truncated:
             await self._send(
                 run,
                 {
                     "type": "notice",
-                    "run_id": run_id,
-                    "seq": run.next_seq(),
                     "code": "MESSAGE_TRUNCATED",
                     "detail": f"Your message was cut from {len(content):,} to {len(text):,} characters.",
                 },
@@ -388,7 +401,9 @@ class RunManager:
         if not await _decide(confirmation, user, decision, args, reason):
             await _release(conversation, run_id)
             raise CheckpointExpired("This confirmation was already decided, replaced or has expired.")
-        self._launch(LiveRun(run_id=run_id, conversation=conversation, user=user))
+        run = LiveRun(run_id=run_id, conversation=conversation, user=user)
+        await self._listen_for(run)
+        self._launch(run)
 
     async def cancel(self, conversation: Conversation) -> None:
         await self.layer.group_send(control_group(conversation.pk), {"type": "run.cancel"})
@@ -398,6 +413,11 @@ class RunManager:
         await self.layer.group_send(control_group(conversation.pk), {"type": "run.snapshot", "reply_to": reply_to})
 
     # --- one run -------------------------------------------------------------------------------
+
+    async def _listen_for(self, run: LiveRun) -> None:
+        """Join the run's control group now, so that a `cancel` sent right after the message reaches it."""
+        run.control_channel = await self.layer.new_channel()
+        await self.layer.group_add(control_group(run.conversation.pk), run.control_channel)
 
     def _launch(self, run: LiveRun) -> None:
         self.live[run.run_id] = run
@@ -417,9 +437,7 @@ class RunManager:
             if not decided:
                 # The answer's row exists from the start; after a decision the tool's result must come first.
                 run.message_id = await _start_message(conversation, run.run_id)
-            await self._send(
-                run, {"type": "run_started", "run_id": run.run_id, "seq": run.next_seq(), "message_id": run.message_id}
-            )
+            await self._send(run, {"type": "run_started", "message_id": run.message_id})
             status, error = await self._steps(run, decided, waiting)
             run.cancellable = False
         except asyncio.CancelledError:
@@ -436,17 +454,8 @@ class RunManager:
             await _release(conversation, run.run_id)
             self.live.pop(run.run_id, None)
         if status == "failed":
-            await self._send(run, {"type": "error", "code": "PROVIDER_ERROR", "message": error, "run_id": run.run_id})
-        await self._send(
-            run,
-            {
-                "type": "run_finished",
-                "run_id": run.run_id,
-                "seq": run.next_seq(),
-                "status": status,
-                "message_id": run.last_assistant_id,
-            },
-        )
+            await self._send(run, {"type": "error", "code": "PROVIDER_ERROR", "message": error})
+        await self._send(run, {"type": "run_finished", "status": status, "message_id": run.last_assistant_id})
         await _audit(AuditEvent.Kind.RUN_FINISHED, conversation, user, {"run_id": run.run_id, "status": status})
 
     async def _steps(self, run: LiveRun, decided: list[PendingConfirmation], waiting: bool) -> tuple[str, str]:
@@ -464,8 +473,6 @@ class RunManager:
                 run,
                 {
                     "type": "notice",
-                    "run_id": run.run_id,
-                    "seq": run.next_seq(),
                     "code": "CONTEXT_TRIMMED",
                     "detail": f"{trimmed.dropped} older messages were left out to fit the context budget.",
                 },
@@ -483,10 +490,8 @@ class RunManager:
             system_prompt=system_prompt,
             max_rounds=settings.AGENT_MAX_ROUNDS,
             run_id=run.run_id,
-            seq=run.seq,
         )
         async for event in agent.events(trimmed.messages):
-            run.seq = event.seq
             finished = await self._handle(run, event)
             if finished is not None:
                 return finished
@@ -506,8 +511,9 @@ class RunManager:
         elif isinstance(event, ev.AssistantMessage):
             if run.message_id is None:
                 run.message_id = await _start_message(conversation, run.run_id)
+            run.dirty = False
             frame = await _save_message(run.message_id, event.content, Message.Status.COMPLETE, event.tool_calls)
-            run.last_assistant_id, run.message_id, run.content, run.dirty = run.message_id, None, "", False
+            run.last_assistant_id, run.message_id, run.content = run.message_id, None, ""
             await self._send(run, frame)
         elif isinstance(event, ev.ToolStart):
             await _audit(AuditEvent.Kind.TOOL_CALLED, conversation, run.user, {"tool": event.tool, "args": event.input})
@@ -518,7 +524,7 @@ class RunManager:
             confirmation = await _request_confirmation(
                 conversation, run.last_assistant_id, event.tool_call_id, event.tool, event.input, run.user
             )
-            await self._send(run, confirmation_frame(confirmation, run.run_id, event.seq))
+            await self._send(run, confirmation_frame(confirmation))
         elif isinstance(event, ev.RunFinished):
             await self._end_message(run, failed=event.status == "failed")
             return event.status, event.error
@@ -548,13 +554,17 @@ class RunManager:
             outcome = ToolOutcome(ok=False, error=f"rejected by the user.{reason}", reason="rejected")
         elif tool is None:
             outcome = ToolOutcome(ok=False, error=f"{name} is no longer available.")
+        elif (ctx := await _tool_context(run.conversation, run.user, tool)) is None:
+            outcome = ToolOutcome(
+                ok=False, error=f"permission denied: you may not use {name}.", reason="permission_denied"
+            )
         else:
             args = (
                 confirmation.edited_args
                 if confirmation.status == PendingConfirmation.Status.EDITED
                 else confirmation.args
             )
-            start = ev.ToolStart(run_id=run.run_id, seq=run.next_seq(), tool_call_id=call_id, tool=name, input=args)
+            start = ev.ToolStart(run_id=run.run_id, seq=0, tool_call_id=call_id, tool=name, input=args)
             await _audit(AuditEvent.Kind.TOOL_CALLED, run.conversation, run.user, {"tool": name, "args": args})
             await self._send(run, start.frame())
             try:
@@ -562,9 +572,8 @@ class RunManager:
             except ToolArgumentsError as exc:
                 outcome = ToolOutcome(ok=False, error=str(exc), reason="invalid_arguments")
             else:
-                ctx = ToolContext(user=run.user, conversation_id=str(run.conversation.pk))
                 outcome = await call_tool(tool, valid, ctx)
-        common = {"run_id": run.run_id, "seq": run.next_seq(), "tool_call_id": call_id, "tool": name}
+        common = {"run_id": run.run_id, "seq": 0, "tool_call_id": call_id, "tool": name}
         if outcome.ok:
             await self._tool_result(run, ev.ToolEnd(**common, output=outcome.output))
         else:
@@ -574,6 +583,7 @@ class RunManager:
         """The round in progress ends without a complete answer: keep its text, drop an empty placeholder."""
         if run.message_id is None:
             return
+        run.dirty = False
         if run.content:
             status = Message.Status.FAILED if failed else Message.Status.INTERRUPTED
             frame = await _save_message(run.message_id, run.content, status)
@@ -585,6 +595,7 @@ class RunManager:
 
     async def _stop(self, run: LiveRun, *, content: str, message_status: str) -> None:
         """After a cancel or a crash: partial text kept, every call left without a result told why."""
+        run.dirty = False
         if run.message_id is not None and run.content:
             frame = await _save_message(run.message_id, run.content, message_status)
             run.last_assistant_id = run.message_id
@@ -616,18 +627,15 @@ class RunManager:
 
     async def _listen(self, run: LiveRun) -> None:
         layer = self.layer
-        channel = await layer.new_channel()
-        group = control_group(run.conversation.pk)
-        await layer.group_add(group, channel)
         try:
             while True:
-                message = await layer.receive(channel)
+                message = await layer.receive(run.control_channel)
                 if message["type"] == "run.cancel":
                     run.stop()
                 elif message["type"] == "run.snapshot":
                     await layer.send(message["reply_to"], {"type": "run.snapshot", "run": run.snapshot()})
         finally:
-            await layer.group_discard(group, channel)
+            await layer.group_discard(control_group(run.conversation.pk), run.control_channel)
 
 
 runs = RunManager()

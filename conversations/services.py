@@ -191,6 +191,11 @@ def assistant_message_save(*, message_id: int, content: str, status: str, tool_c
     Message.objects.filter(pk=message_id).update(**fields)
 
 
+def assistant_message_flush(*, message_id: int, content: str) -> None:
+    """The text so far of an answer still streaming; never overwrites the answer's final write."""
+    Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(content=content)
+
+
 def assistant_message_discard(*, message_id: int) -> None:
     """A placeholder that never got a word or a call is not worth keeping."""
     Message.objects.filter(pk=message_id, content="", tool_calls=[]).delete()
@@ -317,10 +322,10 @@ def confirmation_decide(
     return bool(taken)
 
 
-def confirmations_supersede(*, conversation: Conversation, actor) -> int:
-    """A new user message while decisions are pending: they lapse, and their tool messages say so."""
+def confirmations_supersede(*, conversation: Conversation, actor) -> list[Message]:
+    """A new user message while decisions are pending: they lapse, and their tool messages (returned) say so."""
     now = timezone.now()
-    lapsed = 0
+    lapsed = []
     for confirmation in conversation.confirmations.filter(status=PendingConfirmation.Status.PENDING):
         status = (
             PendingConfirmation.Status.EXPIRED
@@ -333,11 +338,17 @@ def confirmations_supersede(*, conversation: Conversation, actor) -> int:
                 pk=confirmation.pk, status=PendingConfirmation.Status.PENDING
             ).update(status=status, decided_at=now):
                 continue
-            tool_result_store(
+            expired = status == PendingConfirmation.Status.EXPIRED
+            message = tool_result_store(
                 conversation=conversation,
                 tool_call_id=confirmation.tool_call_id,
                 tool_name=confirmation.tool_name,
-                content="Error: not run: the user sent a new message instead of deciding.",
+                content="Error: not run: "
+                + (
+                    "the user did not decide in time."
+                    if expired
+                    else "the user sent a new message instead of deciding."
+                ),
                 is_error=True,
                 run_id="",
             )
@@ -347,5 +358,5 @@ def confirmations_supersede(*, conversation: Conversation, actor) -> int:
                 conversation=conversation,
                 data={"confirmation_id": str(confirmation.pk), "tool": confirmation.tool_name, "decision": status},
             )
-        lapsed += 1
+        lapsed.append(message)
     return lapsed
