@@ -131,7 +131,8 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 5000, "expiry": 30},
+            # redis-py's 5 s read timeout would fire during channels_redis's own 5 s blocking reads.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 5000, "expiry": 30},
         }
     }
 else:

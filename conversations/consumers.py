@@ -62,6 +62,7 @@ def _pending(conversation) -> list[dict[str, Any]]:
 
 @database_sync_to_async
 def _active(conversation) -> bool:
+    services.conversation_recover_lapsed(conversation=conversation)
     conversation.refresh_from_db()
     return selectors.conversation_active_run(conversation)["active"]
 

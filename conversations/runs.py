@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers, get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
@@ -300,10 +300,22 @@ class RunManager:
     def __init__(self) -> None:
         self.live: dict[str, LiveRun] = {}
         self.limiter = MessageLimiter(settings.WS_MESSAGES_PER_MINUTE)
+        self._control_layer = None
 
     @property
     def layer(self):
         return get_channel_layer()
+
+    @property
+    def control_layer(self):
+        """A layer object of the runs' own for their control channels.
+
+        Ending a run cancels its pending receive; on the layer object the sockets share, a cancelled
+        receive can swallow or hold up a message meant for a socket of this process.
+        """
+        if self._control_layer is None:
+            self._control_layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+        return self._control_layer
 
     async def _send(self, run: LiveRun, frame: dict[str, Any]) -> None:
         """Fan a frame out to every socket of the conversation, numbered in the order it is sent."""
@@ -406,18 +418,20 @@ class RunManager:
         self._launch(run)
 
     async def cancel(self, conversation: Conversation) -> None:
-        await self.layer.group_send(control_group(conversation.pk), {"type": "run.cancel"})
+        await self.control_layer.group_send(control_group(conversation.pk), {"type": "run.cancel"})
 
     async def request_snapshot(self, conversation: Conversation, reply_to: str) -> None:
         """Ask the live run (on whichever process) for its text so far; the reply goes to `reply_to`."""
-        await self.layer.group_send(control_group(conversation.pk), {"type": "run.snapshot", "reply_to": reply_to})
+        await self.control_layer.group_send(
+            control_group(conversation.pk), {"type": "run.snapshot", "reply_to": reply_to}
+        )
 
     # --- one run -------------------------------------------------------------------------------
 
     async def _listen_for(self, run: LiveRun) -> None:
         """Join the run's control group now, so that a `cancel` sent right after the message reaches it."""
-        run.control_channel = await self.layer.new_channel()
-        await self.layer.group_add(control_group(run.conversation.pk), run.control_channel)
+        run.control_channel = await self.control_layer.new_channel()
+        await self.control_layer.group_add(control_group(run.conversation.pk), run.control_channel)
 
     def _launch(self, run: LiveRun) -> None:
         self.live[run.run_id] = run
@@ -626,16 +640,15 @@ class RunManager:
                 return
 
     async def _listen(self, run: LiveRun) -> None:
-        layer = self.layer
         try:
             while True:
-                message = await layer.receive(run.control_channel)
+                message = await self.control_layer.receive(run.control_channel)
                 if message["type"] == "run.cancel":
                     run.stop()
                 elif message["type"] == "run.snapshot":
-                    await layer.send(message["reply_to"], {"type": "run.snapshot", "run": run.snapshot()})
+                    await self.layer.send(message["reply_to"], {"type": "run.snapshot", "run": run.snapshot()})
         finally:
-            await layer.group_discard(control_group(run.conversation.pk), run.control_channel)
+            await self.control_layer.group_discard(control_group(run.conversation.pk), run.control_channel)
 
 
 runs = RunManager()

@@ -216,10 +216,13 @@ def tool_result_store(
     return message
 
 
-def dangling_calls_close(*, conversation: Conversation, content: str, run_id: str = "") -> list[Message]:
+def dangling_calls_close(
+    *, conversation: Conversation, content: str, run_id: str = "", only_that_run: bool = False
+) -> list[Message]:
     """Give every tool call that has neither a result nor a pending confirmation a tool message saying why.
 
     Keeps the history well-formed for the next provider call after a cancel, a crash or a superseded decision.
+    With `only_that_run`, only the calls made by run `run_id` are closed.
     """
     answered = set(conversation.messages.filter(role=Message.Role.TOOL).values_list("tool_call_id", flat=True))
     waiting = set(
@@ -227,8 +230,11 @@ def dangling_calls_close(*, conversation: Conversation, content: str, run_id: st
             "tool_call_id", flat=True
         )
     )
+    callers = conversation.messages.filter(role=Message.Role.ASSISTANT).exclude(tool_calls=[])
+    if only_that_run:
+        callers = callers.filter(metadata__run_id=run_id)
     closed = []
-    for message in conversation.messages.filter(role=Message.Role.ASSISTANT).exclude(tool_calls=[]):
+    for message in callers:
         for call in message.tool_calls:
             if call["id"] not in answered and call["id"] not in waiting:
                 closed.append(
@@ -245,12 +251,38 @@ def dangling_calls_close(*, conversation: Conversation, content: str, run_id: st
 
 
 @transaction.atomic
-def conversation_recover(*, conversation: Conversation) -> None:
-    """Called by a run that just took the gate: whatever is still `streaming` belongs to a run that died."""
-    Message.objects.filter(conversation=conversation, status=Message.Status.STREAMING).update(
-        status=Message.Status.INTERRUPTED
+def conversation_recover(*, conversation: Conversation, run_id: str | None = None) -> None:
+    """What a dead run left behind: its streaming answer becomes `interrupted`, its calls get a result.
+
+    Without `run_id` (a run that just took the gate) everything still streaming is a dead run's; with it,
+    only that run's messages are touched, since the gate may already belong to a new run.
+    """
+    messages = Message.objects.filter(conversation=conversation, status=Message.Status.STREAMING)
+    if run_id:
+        messages = messages.filter(metadata__run_id=run_id)
+    messages.update(status=Message.Status.INTERRUPTED)
+    dangling_calls_close(
+        conversation=conversation, content=INTERRUPTED, run_id=run_id or "", only_that_run=bool(run_id)
     )
-    dangling_calls_close(conversation=conversation, content=INTERRUPTED)
+
+
+@transaction.atomic
+def conversation_recover_lapsed(*, conversation: Conversation) -> None:
+    """A run whose heartbeat lapsed (its process died) gives up the gate, and what it left is tidied."""
+    stale_before = timezone.now() - settings.RUN_HEARTBEAT_TIMEOUT
+    lapsed = (
+        Conversation.objects.select_for_update()
+        .filter(pk=conversation.pk, active_run_id__isnull=False, active_run_heartbeat__lt=stale_before)
+        .values_list("active_run_id", flat=True)
+        .first()
+    )
+    if lapsed is None:
+        return
+    Conversation.objects.filter(pk=conversation.pk, active_run_id=lapsed).update(
+        active_run_id=None, active_run_since=None, active_run_heartbeat=None
+    )
+    conversation_recover(conversation=conversation, run_id=str(lapsed))
+    conversation.refresh_from_db()
 
 
 # --- confirmations --------------------------------------------------------------------------------

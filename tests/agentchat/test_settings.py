@@ -77,7 +77,7 @@ def test_redis_url_selects_channels_redis(clean_env):
     layer = load_settings()["CHANNEL_LAYERS"]["default"]
 
     assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
-    assert layer["CONFIG"]["hosts"] == ["redis://127.0.0.1:6379/0"]
+    assert layer["CONFIG"]["hosts"] == [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 30}]
 
 
 @pytest.mark.parametrize(

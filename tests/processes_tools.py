@@ -1,0 +1,29 @@
+"""A dangerous tool for tests/socket/test_processes.py, on the GLOBAL tool registry.
+
+Only the daphne processes those tests start import this (`preload=["tests.processes_tools"]`); the test
+process never does, so no other test sees the tool. Each call appends a line to the file named by the
+environment variable AGENTCHAT_TEST_TOOL_LOG: the test counts how often the tool really ran.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel
+
+from tools.registry import ToolContext, registry
+
+LOG_ENV = "AGENTCHAT_TEST_TOOL_LOG"
+TOOL_NAME = "processes_write_note"
+
+
+class NoteArgs(BaseModel):
+    note: str
+
+
+@registry.tool(name=TOOL_NAME, requires_confirmation=True)
+def write_note(args: NoteArgs, ctx: ToolContext) -> dict:
+    """Write a note to the shared log (a stand-in for an action that changes the world)."""
+    with open(os.environ[LOG_ENV], "a") as log:
+        log.write(f"{os.getpid()} {ctx.conversation_id} {args.note}\n")
+    return {"written": args.note, "pid": os.getpid()}

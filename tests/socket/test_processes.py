@@ -1,0 +1,275 @@
+"""Scale-out (SPEC §12): several daphne processes on PostgreSQL + Redis, real sockets over TCP.
+
+Each test starts its own daphne processes (tests/servers.py) against the test database and Redis, with
+the fake provider as LLM, and talks to them as a browser would: first-frame JWT, origin header, HTTP
+with a bearer token. Rows are made in the test and committed (transactional db) so the servers see them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import connections
+from rest_framework_simplejwt.tokens import AccessToken
+
+from conversations import selectors
+from conversations.models import Conversation, Message, PendingConfirmation
+from tests.fake_provider import Reply
+from tests.servers import RemoteSocket, start_daphnes
+
+ON_POSTGRES_AND_REDIS = settings.DATABASES["default"]["ENGINE"].endswith("postgresql") and bool(
+    getattr(settings, "REDIS_URL", "")
+)
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not ON_POSTGRES_AND_REDIS, reason="needs PostgreSQL and Redis: runs in CI's second pass"),
+]
+
+IDLE = 6.5  # longer than channels_redis's blocking read of the layer (5 s)
+HEARTBEAT = 3  # RUN_HEARTBEAT_TIMEOUT of the servers (tests/servers.py) and of this process
+# tests/processes_tools.py, named here and not imported: importing it would put the tool in this process's registry.
+TOOLS_MODULE = "tests.processes_tools"
+TOOL_NAME = "processes_write_note"
+TOOL_LOG_ENV = "AGENTCHAT_TEST_TOOL_LOG"
+
+
+@pytest.fixture
+def daphnes(settings, fake_llm, tmp_path, transactional_db):
+    """Start daphne processes: `daphnes(2)`; every one is stopped at the end, whatever happened."""
+    settings.RUN_HEARTBEAT_TIMEOUT = timedelta(seconds=HEARTBEAT)
+    started = []
+
+    def start(count: int = 2, *, preload=(), env: dict[str, str] | None = None):
+        servers = start_daphnes(count, env, llm=fake_llm, preload=preload, log_dir=tmp_path)
+        started.extend(servers)
+        return servers
+
+    yield start
+    for server in started:
+        server.stop()
+    for server in started:  # shown under "Captured stdout teardown" when the test failed
+        print(f"----- {server.name} (port {server.port}): {server.log_path}\n{server.tail(60)}")
+
+
+@pytest.fixture(autouse=True)
+async def _close_thread_connections():
+    """This process's database connection in asgiref's sync thread (fixtures use it) is closed after the test.
+
+    Nothing else closes it here: the consumers run in the servers. Left open, it keeps PostgreSQL from
+    dropping the test database at the end of the run.
+    """
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture
+async def remote_sockets():
+    """Open sockets on server processes; each is closed at the end of the test."""
+    opened: list[RemoteSocket] = []
+
+    async def open_socket(server, conversation, user) -> RemoteSocket:
+        socket = await RemoteSocket.open(server, f"/ws/chat/{conversation.pk}/", token=str(AccessToken.for_user(user)))
+        opened.append(socket)
+        return socket
+
+    yield open_socket
+    for socket in opened:
+        await socket.close()
+
+
+def token_for(user) -> str:
+    return str(AccessToken.for_user(user))
+
+
+def active_path(conversation) -> str:
+    return f"/api/agent/conversations/{conversation.pk}/active"
+
+
+def history_path(conversation) -> str:
+    return f"/api/assistant/conversations/{conversation.pk}/history/"
+
+
+def of_type(frames, kind: str) -> list[dict]:
+    return [frame for frame in frames if frame["type"] == kind]
+
+
+@database_sync_to_async
+def stored_messages(conversation) -> list[Message]:
+    return list(conversation.messages.order_by("created_at", "id"))
+
+
+@database_sync_to_async
+def active_here(conversation) -> bool:
+    """The gate as this process's ORM sees it (with the same RUN_HEARTBEAT_TIMEOUT as the servers)."""
+    return selectors.conversation_active_run(Conversation.objects.get(pk=conversation.pk))["active"]
+
+
+async def test_a_run_on_one_process_streams_the_same_frames_to_sockets_on_another(
+    daphnes, remote_sockets, fake_llm, conversation, alice
+):
+    text = "Two processes, one run: every socket of the conversation sees these tokens in this order. " * 2
+    fake_llm.script(Reply(text=text, interval=0.02))
+    a, b = await asyncio.to_thread(daphnes, 2)
+    on_a = await remote_sockets(a, conversation, alice)
+    on_b = await remote_sockets(b, conversation, alice)
+    assert on_a.ready["run"] is None and on_b.ready["run"] is None
+
+    await on_a.send({"type": "message", "content": "Stream, please.", "client_id": "fan-1"})
+    head_b = await on_b.receive_until("token")
+    # The run lives on process A; process B's HTTP API sees its gate in the shared database.
+    during = await asyncio.to_thread(b.get_json, active_path(conversation), token_for(alice))
+    frames_b = head_b + await on_b.receive_until("run_finished", timeout=15)
+    frames_a = await on_a.receive_until("run_finished", timeout=15)
+    after = await asyncio.to_thread(b.get_json, active_path(conversation), token_for(alice))
+
+    started = of_type(frames_a, "run_started")[0]
+    assert during["active"] is True, during
+    assert during["run_id"] == started["run_id"]
+    assert after["active"] is False, after
+
+    for frames in (frames_a, frames_b):
+        echo = of_type(frames, "message")[0]
+        assert echo["client_id"] == "fan-1" and echo["message"]["content"] == "Stream, please."
+        assert frames[-1]["status"] == "completed"
+        assert not of_type(frames, "error")
+    tokens_a, tokens_b = of_type(frames_a, "token"), of_type(frames_b, "token")
+    assert tokens_a == tokens_b  # same seqs, same deltas, same order, same run and message
+    seqs = [frame["seq"] for frame in tokens_a]
+    assert seqs == sorted(set(seqs))
+    assert "".join(frame["delta"] for frame in tokens_a) == text
+    assert of_type(frames_a, "run_started") == of_type(frames_b, "run_started")
+    assert frames_a[-1] == frames_b[-1]
+
+
+async def test_a_confirmation_requested_on_one_process_is_decided_on_another(
+    daphnes, remote_sockets, fake_llm, conversation, alice, tmp_path
+):
+    tool_log = tmp_path / "tool.log"
+    tool_log.touch()
+    fake_llm.script(
+        Reply(tool_calls=[(TOOL_NAME, {"note": "decided elsewhere"}, "call_note_1")]),
+        Reply(text="The note is written."),
+    )
+    a, b = await asyncio.to_thread(daphnes, 2, preload=[TOOLS_MODULE], env={TOOL_LOG_ENV: str(tool_log)})
+    on_a = await remote_sockets(a, conversation, alice)
+    on_b = await remote_sockets(b, conversation, alice)
+
+    await on_a.send({"type": "message", "content": "Write the note.", "client_id": "confirm-1"})
+    asked_a = await on_a.receive_until("run_finished")
+    asked_b = await on_b.receive_until("run_finished")
+    for frames in (asked_a, asked_b):
+        assert frames[-1]["status"] == "awaiting_confirmation", frames
+    confirm_a, confirm_b = of_type(asked_a, "confirm_required"), of_type(asked_b, "confirm_required")
+    assert len(confirm_a) == 1 and confirm_a == confirm_b
+    assert confirm_a[0]["tool"] == TOOL_NAME and confirm_a[0]["input"] == {"note": "decided elsewhere"}
+    assert tool_log.read_text() == ""  # nothing runs before the decision
+
+    await on_b.send({"type": "confirm", "confirmation_id": confirm_a[0]["confirmation_id"], "decision": "approve"})
+    resumed_b = await on_b.receive_until("run_finished", timeout=15)
+    resumed_a = await on_a.receive_until("run_finished", timeout=15)
+
+    for frames in (resumed_a, resumed_b):
+        assert not of_type(frames, "error"), frames
+        ends = of_type(frames, "tool_end")
+        assert len(ends) == 1 and ends[0]["tool_call_id"] == "call_note_1" and ends[0]["tool"] == TOOL_NAME
+        assert "".join(frame["delta"] for frame in of_type(frames, "token")) == "The note is written."
+        assert frames[-1]["status"] == "completed"
+    assert of_type(resumed_a, "tool_end") == of_type(resumed_b, "tool_end")
+    assert len(tool_log.read_text().splitlines()) == 1  # the tool ran exactly once, on one process
+
+    confirmation = await database_sync_to_async(PendingConfirmation.objects.get)(pk=confirm_a[0]["confirmation_id"])
+    assert confirmation.status == PendingConfirmation.Status.APPROVED
+    messages = await stored_messages(conversation)
+    assert [m.tool_call_id for m in messages if m.role == Message.Role.TOOL] == ["call_note_1"]
+    assert messages[-1].role == Message.Role.ASSISTANT and messages[-1].content == "The note is written."
+    assert messages[-1].status == Message.Status.COMPLETE
+    assert len(fake_llm.requests) == 2
+
+
+async def test_a_process_killed_mid_run_leaves_the_conversation_usable_from_another(
+    daphnes, remote_sockets, fake_llm, conversation, alice
+):
+    text = "".join(f"word{index:03d} " for index in range(300))  # 600 chunks at 50 ms: far longer than the test
+    fake_llm.script(Reply(text=text, chunk_chars=4, interval=0.05), Reply(text="Still here."))
+    a, b = await asyncio.to_thread(daphnes, 2)
+    on_a = await remote_sockets(a, conversation, alice)
+    on_b = await remote_sockets(b, conversation, alice)
+    token = token_for(alice)
+
+    await on_a.send({"type": "message", "content": "Tell me everything.", "client_id": "kill-1"})
+    await on_b.receive_until("token")
+    # About a second of streaming: the run flushed its text (every 0.3 s) and beat its heart at least once.
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(1.2):
+            while True:
+                await on_b.receive()
+    during = await asyncio.to_thread(b.get_json, active_path(conversation), token)
+    assert during["active"] is True, during
+
+    await asyncio.to_thread(a.kill)
+    killed = time.monotonic()
+
+    # The dead run's gate holds until its heartbeat lapses: meanwhile the conversation is busy.
+    await on_b.send({"type": "message", "content": "Too soon?", "client_id": "kill-2"})
+    refused = await on_b.receive_until("error")
+    assert refused[-1]["code"] == "BUSY", refused
+
+    while (await asyncio.to_thread(b.get_json, active_path(conversation), token))["active"]:
+        assert time.monotonic() - killed < HEARTBEAT + 3, "the dead run's gate never lapsed"
+        await asyncio.sleep(0.2)
+    assert not await active_here(conversation)
+    # What a page loaded now shows of the killed run's answer (SPEC §12: interrupted once the heartbeat lapses).
+    shown = (await asyncio.to_thread(b.get_json, history_path(conversation), token))["results"]
+
+    # Usable again from process B: a new message is accepted and answered.
+    await on_b.send({"type": "message", "content": "Are you there?", "client_id": "kill-3"})
+    frames = await on_b.receive_until("run_finished", timeout=15)
+    assert not of_type(frames, "error"), frames
+    assert of_type(frames, "message")[0]["client_id"] == "kill-3"
+    assert frames[-1]["status"] == "completed"
+    assert "".join(frame["delta"] for frame in of_type(frames, "token")) == "Still here."
+
+    messages = await stored_messages(conversation)
+    assert [(m.role, m.content) for m in messages if m.role == Message.Role.USER] == [
+        (Message.Role.USER, "Tell me everything."),
+        (Message.Role.USER, "Are you there?"),
+    ]
+    new_run = of_type(frames, "run_started")[0]["run_id"]
+    partial = [m for m in messages if m.role == Message.Role.ASSISTANT and m.metadata.get("run_id") != new_run]
+    assert len(partial) == 1, [(m.role, m.status, m.content[:20]) for m in messages]
+    assert partial[0].status == Message.Status.INTERRUPTED
+    assert partial[0].content and text.startswith(partial[0].content)
+    assert partial[0].content != text
+    assert messages[-1].role == Message.Role.ASSISTANT and messages[-1].content == "Still here."
+    assert messages[-1].status == Message.Status.COMPLETE
+    assert (await asyncio.to_thread(b.get_json, active_path(conversation), token))["active"] is False
+
+    shown_partial = [m for m in shown if m["id"] == partial[0].pk]
+    assert shown_partial and shown_partial[0]["status"] == Message.Status.INTERRUPTED, (
+        "after the heartbeat lapsed, before any new message, the killed run's answer is still shown as "
+        f"{shown_partial and shown_partial[0]['status']!r}"
+    )
+
+
+async def test_a_socket_left_idle_keeps_working(daphnes, remote_sockets, fake_llm, conversation, alice):
+    """A tab left open with no traffic for longer than the channel layer's blocking read still gets its runs."""
+    fake_llm.script(Reply(text="Still awake."))
+    (server,) = await asyncio.to_thread(daphnes, 1)
+    socket = await remote_sockets(server, conversation, alice)
+    await asyncio.sleep(IDLE)
+
+    await socket.send({"type": "ping"})
+    assert (await socket.receive())["type"] == "pong"
+    await socket.send({"type": "message", "content": "Are you awake?", "client_id": "idle-1"})
+    frames = await socket.receive_until("run_finished")
+    assert not of_type(frames, "error"), frames
+    assert frames[-1]["status"] == "completed"
+    assert "".join(frame["delta"] for frame in of_type(frames, "token")) == "Still awake."
