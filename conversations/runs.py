@@ -298,6 +298,7 @@ class RunManager:
     """The runs of this process. One instance per process; all shared state is in the database."""
 
     def __init__(self) -> None:
+        # The event loop keeps only weak references to tasks: this keeps each live run's task alive.
         self.live: dict[str, LiveRun] = {}
         self.limiter = MessageLimiter(settings.WS_MESSAGES_PER_MINUTE)
         self._control_layer = None
