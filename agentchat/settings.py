@@ -155,6 +155,15 @@ CONFIRMATION_TTL = timedelta(seconds=env_int("CONFIRMATION_TTL", 24 * 60 * 60))
 # Message frames one user may send per minute, over all their sockets on one process.
 WS_MESSAGES_PER_MINUTE = env_int("WS_MESSAGES_PER_MINUTE", 20)
 
+# --- HTTP services as tools (tools/http; README "HTTP services as tools") ---------------------------
+
+# A JSON list of services, in a file or inline (not both); read and checked by tools.http at start-up.
+HTTP_SERVICES_FILE = env_str("HTTP_SERVICES_FILE")
+HTTP_SERVICES = env_str("HTTP_SERVICES")
+# Lifetime of the identity JWT sent with each call, and of a service token from /api/auth/service-token/.
+HTTP_IDENTITY_TOKEN_SECONDS = env_int("HTTP_IDENTITY_TOKEN_SECONDS", 60)
+SERVICE_TOKEN_DAYS = env_int("SERVICE_TOKEN_DAYS", 30)
+
 # --- Django ------------------------------------------------------------------------------------
 
 INSTALLED_APPS = [
@@ -173,6 +182,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "conversations",
     "tools",
+    "tools.dashboards",
+    "tools.http",
 ]
 
 MIDDLEWARE = [

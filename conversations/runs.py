@@ -400,7 +400,7 @@ class RunManager:
             if tool is None:
                 raise Invalid(f"The tool {confirmation.tool_name} is no longer available.")
             try:
-                args = tool.validate(args).model_dump(mode="json")
+                args = tool.validate(args).model_dump(mode="json", by_alias=True)
             except ToolArgumentsError as exc:
                 raise Invalid(str(exc)) from None
         deadline = time.monotonic() + DECISION_WAIT

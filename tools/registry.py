@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
+import threading
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +21,8 @@ from django.db import close_old_connections
 from pydantic import BaseModel, ValidationError
 
 from agentchat.agent.providers import ToolSchema
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -99,6 +103,8 @@ class Tool:
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._sources: list[Callable[[], Iterable[Tool] | None]] = []
+        self._sources_lock = threading.Lock()
 
     def register(self, tool: Tool) -> Tool:
         if tool.name in self._tools:
@@ -106,17 +112,49 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         return tool
 
+    def add_source(self, load: Callable[[], Iterable[Tool] | None]) -> None:
+        """Tools known only later (e.g. an OpenAPI document behind a URL), loaded at the first lookup.
+
+        A source that returns None (not available yet) or raises is asked again at a later lookup, and
+        that lookup waits for it: sources bound their own waits and space out their retries.
+        """
+        with self._sources_lock:
+            self._sources.append(load)
+
+    def _load_sources(self) -> None:
+        if not self._sources:
+            return
+        with self._sources_lock:
+            for load in list(self._sources):
+                try:
+                    tools = load()
+                except Exception:
+                    logger.exception("could not load the tools of %r; trying again at the next lookup", load)
+                    continue
+                if tools is None:
+                    continue
+                self._sources.remove(load)
+                for tool in tools:
+                    try:
+                        self.register(tool)
+                    except ValueError:
+                        logger.exception("a tool of %r was not registered", load)
+
     def get(self, name: str) -> Tool:
+        self._load_sources()
         return self._tools[name]
 
     def has(self, name: str) -> bool:
+        self._load_sources()
         return name in self._tools
 
     def all(self) -> list[Tool]:
+        self._load_sources()
         return list(self._tools.values())
 
     def permitted(self, user) -> list[Tool]:
         """The tools `user` may see and call. Checks permissions, so call it from sync code."""
+        self._load_sources()
         return [tool for tool in self._tools.values() if tool.permitted(user)]
 
     def to_tool_schemas(self, user=None) -> list[ToolSchema]:

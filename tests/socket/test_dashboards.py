@@ -1,0 +1,346 @@
+"""The seed's dashboard stories over the real socket, with the real dashboard tools on the global registry.
+
+The fake provider plays the model: it is scripted to call the tools a model would, and each test checks
+what the tools really did, what reached the page, and what the provider was sent next (stories 2 and 4,
+FR-007/008, SC-003/004).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from conversations import runs as run_module
+from conversations import services
+from conversations.models import AuditEvent, Message, PendingConfirmation
+from conversations.runs import MessageLimiter
+from tests.fake_provider import Reply
+from tools.dashboards import demo, permissions
+from tools.dashboards.models import Branch, Change, Dashboard, Deployment, Migration
+from tools.registry import ToolContext, registry
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+READING = {"search_dashboards", "dashboard_health"}
+CHANGING = {"create_branch", "deploy_dashboard", "execute_migration", "commit_changes"}
+DEPLOY_42 = {"dashboard_id": 42, "environment": "production"}
+
+
+@pytest.fixture(autouse=True)
+async def _quiet_runs(monkeypatch):
+    """A fresh per-user message budget (the process's limiter outlives tests), and no run left behind."""
+    monkeypatch.setattr(run_module.runs, "limiter", MessageLimiter(settings.WS_MESSAGES_PER_MINUTE))
+    yield
+    left = [task for task in asyncio.all_tasks() if task.get_name().startswith("run ") and not task.done()]
+    if left:
+        await asyncio.wait(left, timeout=5)
+
+
+@sync_to_async
+def _load(alice, bob) -> None:
+    demo.load()
+    alice.user_permissions.add(*demo.permission_rows(permissions.ALL))
+    bob.user_permissions.set(demo.permission_rows([permissions.VIEW]))
+
+
+@pytest.fixture
+async def catalogue(alice, bob) -> None:
+    """The demo catalogue; alice may do everything with it, bob may only look."""
+    await _load(alice, bob)
+
+
+@pytest.fixture
+async def bobs_conversation(bob):
+    return await sync_to_async(services.conversation_create)(owner=bob)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def of(frames: list[dict[str, Any]], kind: str, **match) -> list[dict[str, Any]]:
+    return [f for f in frames if f["type"] == kind and all(f.get(key) == value for key, value in match.items())]
+
+
+def one(frames: list[dict[str, Any]], kind: str, **match) -> dict[str, Any]:
+    found = of(frames, kind, **match)
+    assert len(found) == 1, (kind, match, [f["type"] for f in frames])
+    return found[0]
+
+
+def streamed(frames: list[dict[str, Any]]) -> str:
+    return "".join(f["delta"] for f in of(frames, "token"))
+
+
+def offered(request) -> set[str]:
+    return {tool["function"]["name"] for tool in request.tools}
+
+
+def tool_message_sent(request, call_id: str) -> str:
+    """The content of the tool message for `call_id` in what the provider was sent."""
+    [message] = [m for m in request.messages if m["role"] == "tool" and m.get("tool_call_id") == call_id]
+    return message["content"]
+
+
+def tool_result_sent(request, call_id: str) -> Any:
+    return json.loads(tool_message_sent(request, call_id))
+
+
+async def say(socket, content: str, **extra) -> list[dict[str, Any]]:
+    await socket.send({"type": "message", "content": content, **extra})
+    return await socket.receive_until("run_finished")
+
+
+@sync_to_async
+def as_tool(name: str, user, **args) -> Any:
+    """What the tool itself answers now, as JSON, to compare with what the page got."""
+    tool = registry.get(name)
+    return json.loads(json.dumps(tool.func(tool.validate(args), ToolContext(user=user))))
+
+
+@sync_to_async
+def rows(model, **filters) -> list:
+    return list(model.objects.filter(**filters))
+
+
+@sync_to_async
+def audits(conversation, kind: str) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(conversation=conversation, kind=kind).order_by("id"))
+
+
+# --- story 2: the agent picks the tools ------------------------------------------------------------
+
+
+async def test_story_2_dashboards_with_validation_problems(llm, sockets, conversation, alice, catalogue):
+    answer = "22 дашборда с проблемами. У №7 ошибка: пропал датасет support.tickets. У №42 только предупреждения."
+    llm.script(
+        Reply(tool_calls=[("search_dashboards", {"has_validation_problems": True}, "call_search")]),
+        Reply(
+            tool_calls=[
+                ("dashboard_health", {"dashboard_id": 7}, "call_health_7"),
+                ("dashboard_health", {"dashboard_id": 42}, "call_health_42"),
+            ]
+        ),
+        Reply(text=answer),
+    )
+    socket = await sockets(conversation, alice)
+
+    frames = await say(socket, "покажи дашборды с проблемами валидации")
+
+    assert frames[-1]["status"] == "completed", frames
+    assert offered(llm.requests[0]) >= READING | CHANGING
+    # The page saw each tool start and end with the real data.
+    assert [f["tool"] for f in of(frames, "tool_start")] == [
+        "search_dashboards",
+        "dashboard_health",
+        "dashboard_health",
+    ]
+    found = one(frames, "tool_end", tool_call_id="call_search")["output"]
+    with_problems = await sync_to_async(lambda: Dashboard.objects.filter(problems__isnull=False).distinct().count())()
+    assert found["total"] == with_problems == 22
+    assert found == await as_tool("search_dashboards", alice, has_validation_problems=True)
+    assert all(sum(item["problems"].values()) > 0 for item in found["items"])
+    health_7 = one(frames, "tool_end", tool_call_id="call_health_7")["output"]
+    health_42 = one(frames, "tool_end", tool_call_id="call_health_42")["output"]
+    assert health_7["problems"][0]["code"] == "missing_dataset" and health_7["problems"][0]["severity"] == "error"
+    assert health_42["title"] == "Воронка продаж по регионам"
+    assert health_42 == await as_tool("dashboard_health", alice, dashboard_id=42)
+    # Each next request carried the results before it.
+    assert tool_result_sent(llm.requests[1], "call_search") == found
+    assert tool_result_sent(llm.requests[2], "call_search") == found
+    assert tool_result_sent(llm.requests[2], "call_health_7") == health_7
+    assert tool_result_sent(llm.requests[2], "call_health_42") == health_42
+    assert len(llm.requests) == 3
+    # And the answer streamed, and was stored.
+    assert streamed(frames) == answer
+    [stored] = await rows(Message, pk=frames[-1]["message_id"])
+    assert (stored.content, stored.status) == (answer, Message.Status.COMPLETE)
+
+
+# --- story 4: "него" is dashboard 42 --------------------------------------------------------------
+
+
+async def test_story_4_a_branch_for_the_dashboard_shown_before(llm, sockets, conversation, alice, catalogue):
+    socket = await sockets(conversation, alice)
+    llm.script(
+        Reply(tool_calls=[("dashboard_health", {"dashboard_id": 42}, "call_show")]),
+        Reply(text="Дашборд 42 — «Воронка продаж по регионам», два предупреждения."),
+    )
+    first = await say(socket, "покажи дашборд 42")
+    assert first[-1]["status"] == "completed"
+    assert one(first, "tool_end", tool_call_id="call_show")["output"]["id"] == 42
+
+    llm.script(
+        Reply(tool_calls=[("create_branch", {"dashboard_id": 42}, "call_branch")]),
+        Reply(text="Создал ветку alice/dashboard-42."),
+    )
+    second = await say(socket, "создай для него ветку")
+
+    assert second[-1]["status"] == "completed", second
+    assert not of(second, "confirm_required")  # a branch is safe: no approval asked
+    created = one(second, "tool_end", tool_call_id="call_branch")["output"]
+    assert created["dashboard_id"] == 42 and created["branch"] == "alice/dashboard-42"
+    [branch] = await rows(Branch, dashboard_id=42, name="alice/dashboard-42")
+    assert branch.created_by_id == alice.pk
+    # What let the model resolve "него": the first turn, dashboard 42's report included, was in its request.
+    asked = llm.requests[2].messages
+    assert [m["content"] for m in asked if m["role"] == "user"] == ["покажи дашборд 42", "создай для него ветку"]
+    assert tool_result_sent(llm.requests[2], "call_show")["title"] == "Воронка продаж по регионам"
+
+
+# --- deployment waits for its owner (SC-003) -------------------------------------------------------
+
+
+async def ask_to_deploy_42(llm, socket) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    llm.script(Reply(text="Разворачиваю дашборд 42.", tool_calls=[("deploy_dashboard", DEPLOY_42, "call_deploy")]))
+    frames = await say(socket, "разверни его в прод", context={"focus": {"type": "dashboard", "id": 42}})
+    assert frames[-1]["status"] == "awaiting_confirmation", frames
+    return one(frames, "confirm_required", tool_call_id="call_deploy"), frames
+
+
+async def test_deploy_it_resolves_to_the_dashboard_on_the_page(llm, sockets, conversation, alice, catalogue):
+    socket = await sockets(conversation, alice)
+    confirm, frames = await ask_to_deploy_42(llm, socket)
+
+    system = llm.requests[0].messages[0]
+    assert system["role"] == "system" and "dashboard 42" in system["content"]
+    assert confirm["tool"] == "deploy_dashboard" and confirm["input"] == DEPLOY_42
+    assert not of(frames, "tool_start") and not of(frames, "tool_end")
+    assert await rows(Deployment, deployed_by=alice) == []
+
+
+async def test_an_approved_deployment_runs_once_and_the_run_completes(llm, sockets, conversation, alice, catalogue):
+    socket = await sockets(conversation, alice)
+    confirm, _ = await ask_to_deploy_42(llm, socket)
+    assert await rows(Deployment, dashboard_id=42, deployed_by=alice) == []
+    llm.script(Reply(text="Дашборд 42 в проде."))
+
+    await socket.send({"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "approve"})
+    frames = await socket.receive_until("run_finished")
+
+    assert frames[-1]["status"] == "completed", frames
+    output = one(frames, "tool_end", tool_call_id="call_deploy")["output"]
+    [deployment] = await rows(Deployment, dashboard_id=42, deployed_by=alice)
+    assert (deployment.pk, deployment.environment, deployment.status) == (
+        output["deployment_id"],
+        "production",
+        "succeeded",
+    )
+    assert output["deployed_by"] == "alice"
+    assert tool_result_sent(llm.requests[-1], "call_deploy") == output
+    assert streamed(frames) == "Дашборд 42 в проде."
+
+
+async def test_a_rejected_deployment_never_happens(llm, sockets, conversation, alice, catalogue):
+    socket = await sockets(conversation, alice)
+    confirm, _ = await ask_to_deploy_42(llm, socket)
+    llm.script(Reply(text="Хорошо, не разворачиваю."))
+
+    await socket.send(
+        {"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "reject", "reason": "not today"}
+    )
+    frames = await socket.receive_until("run_finished")
+
+    assert frames[-1]["status"] == "completed", frames
+    refused = one(frames, "tool_error", tool_call_id="call_deploy")
+    assert "rejected by the user" in refused["error"] and "not today" in refused["error"]
+    assert not of(frames, "tool_start")
+    assert await rows(Deployment, deployed_by=alice) == []
+    # A second decision changes nothing either.
+    await socket.send({"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "approve"})
+    assert (await socket.receive())["code"] == "CHECKPOINT_EXPIRED"
+    assert await rows(Deployment, deployed_by=alice) == []
+
+
+async def test_production_refuses_errors_and_the_model_hears_why(llm, sockets, conversation, alice, catalogue):
+    socket = await sockets(conversation, alice)
+    llm.script(Reply(tool_calls=[("deploy_dashboard", {"dashboard_id": 7, "environment": "prod"}, "call_7")]))
+    frames = await say(socket, "Deploy dashboard 7 to prod")
+    confirm = one(frames, "confirm_required", tool_call_id="call_7")
+    llm.script(Reply(text="Dashboard 7 has an error; fix it first."))
+
+    await socket.send({"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "approve"})
+    frames = await socket.receive_until("run_finished")
+
+    error = one(frames, "tool_error", tool_call_id="call_7")["error"]
+    assert error.startswith("deploy_dashboard failed: Dashboard 7 was not deployed")
+    assert "missing_dataset" in error
+    assert await rows(Deployment, deployed_by=alice) == []
+    assert tool_message_sent(llm.requests[-1], "call_7") == f"Error: {error}"
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("execute_migration", {"dashboard_id": 42}),
+        ("commit_changes", {"dashboard_id": 42, "message": "Regional chart"}),
+    ],
+)
+async def test_the_other_dangerous_tools_wait_too(llm, sockets, conversation, alice, catalogue, tool, args):
+    socket = await sockets(conversation, alice)
+    llm.script(Reply(tool_calls=[(tool, args, "call_dangerous")]))
+    frames = await say(socket, f"Please {tool.replace('_', ' ')} for dashboard 42")
+    confirm = one(frames, "confirm_required", tool_call_id="call_dangerous")
+    assert await rows(Migration, dashboard_id=42, executed_by=alice) == []
+    assert len(await rows(Change, dashboard_id=42, branch="main", commit__isnull=True)) == 2
+
+    await socket.send({"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "approve"})
+    frames = await socket.receive_until("run_finished")
+
+    assert frames[-1]["status"] == "completed", frames
+    one(frames, "tool_end", tool_call_id="call_dangerous")
+    if tool == "execute_migration":
+        [migration] = await rows(Migration, dashboard_id=42, executed_by=alice)
+        assert migration.name == "0003_region_code"
+    else:
+        assert await rows(Change, dashboard_id=42, branch="main", commit__isnull=True) == []
+
+
+# --- RBAC (SC-004) ---------------------------------------------------------------------------------
+
+
+async def test_each_user_is_offered_only_their_tools(
+    llm, sockets, conversation, bobs_conversation, alice, bob, catalogue
+):
+    llm.script(Reply(text="Hello, Bob."), Reply(text="Hello, Alice."))
+    await say(await sockets(bobs_conversation, bob), "What can you do?")
+    await say(await sockets(conversation, alice), "What can you do?")
+
+    bobs, alices = offered(llm.requests[0]), offered(llm.requests[1])
+    assert bobs >= READING and not bobs & CHANGING
+    assert alices >= READING | CHANGING
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("deploy_dashboard", DEPLOY_42),
+        ("execute_migration", {"dashboard_id": 42}),
+        ("commit_changes", {"dashboard_id": 42}),
+        ("create_branch", {"dashboard_id": 42, "name": "bobs-branch"}),
+    ],
+)
+async def test_a_forged_call_is_refused_not_run_and_audited(
+    llm, sockets, bobs_conversation, bob, catalogue, tool, args
+):
+    llm.script(Reply(tool_calls=[(tool, args, "call_forged")]), Reply(text="I may not do that."))
+    socket = await sockets(bobs_conversation, bob)
+
+    frames = await say(socket, "Do it anyway")
+
+    assert frames[-1]["status"] == "completed", frames
+    refused = one(frames, "tool_error", tool_call_id="call_forged")
+    assert refused["tool"] == tool and "permission denied" in refused["error"]
+    assert not of(frames, "confirm_required") and not of(frames, "tool_start") and not of(frames, "tool_end")
+    assert await rows(PendingConfirmation, conversation=bobs_conversation) == []
+    assert await rows(Deployment, deployed_by=bob) == []
+    assert await rows(Migration, executed_by=bob) == []
+    assert [branch.name for branch in await rows(Branch, dashboard_id=42)] == ["feature/regional-breakdown"]
+    assert len(await rows(Change, dashboard_id=42, commit__isnull=True)) == 3
+    [denied] = await audits(bobs_conversation, AuditEvent.Kind.PERMISSION_DENIED)
+    assert denied.actor_id == bob.pk and denied.data["tool"] == tool
+    assert "permission denied" in tool_message_sent(llm.requests[1], "call_forged")

@@ -1,0 +1,104 @@
+"""search_dashboards: filters that combine, pagination, problem counts — on the demo catalogue."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.dashboards.demo import CATALOGUE, DASHBOARD_PROBLEMS
+from tools.dashboards.models import Dashboard
+from tools.registry import ToolArgumentsError
+
+from .conftest import call
+
+pytestmark = pytest.mark.django_db
+
+
+def search(user=None, /, **args):
+    return call("search_dashboards", user, **args)
+
+
+def ids(result) -> list[int]:
+    return [item["id"] for item in result["items"]]
+
+
+def every(**args) -> list[int]:
+    result = search(page_size=50, **args)
+    assert result["total"] <= 50
+    return ids(result)
+
+
+def test_no_filters_is_the_first_page_of_everything(catalogue):
+    result = search()
+
+    assert result["total"] == len(CATALOGUE) == Dashboard.objects.count()
+    assert (result["page"], result["page_size"], result["pages"]) == (1, 10, 7)
+    assert ids(result) == list(range(1, 11))
+    first = result["items"][0]
+    assert first == {
+        "id": 1,
+        "title": "Executive KPI overview",
+        "owner": "Emma Clarke",
+        "status": "published",
+        "tags": ["executive", "finance"],
+        "problems": {"error": 0, "warning": 0, "info": 0},
+    }
+
+
+def test_pages(catalogue):
+    assert ids(search(page=2, page_size=5)) == [6, 7, 8, 9, 10]
+    last = search(page=13, page_size=5)
+    assert ids(last) == [61, 62, 63, 64] and last["pages"] == 13
+    beyond = search(page=20, page_size=5)
+    assert beyond["items"] == [] and beyond["total"] == 64
+
+
+def test_with_validation_problems(catalogue):
+    found = every(has_validation_problems=True)
+
+    assert found == sorted(DASHBOARD_PROBLEMS)
+    assert 42 in found
+    items = {item["id"]: item for item in search(has_validation_problems=True, page_size=50)["items"]}
+    assert all(sum(item["problems"].values()) > 0 for item in items.values())
+    assert items[7]["problems"] == {"error": 1, "warning": 1, "info": 0}
+    assert items[42]["problems"] == {"error": 0, "warning": 2, "info": 1}
+
+
+def test_without_validation_problems(catalogue):
+    result = search(has_validation_problems=False, page_size=50)
+    assert result["total"] == len(CATALOGUE) - len(DASHBOARD_PROBLEMS)
+    assert not set(ids(result)) & set(DASHBOARD_PROBLEMS)
+
+
+def test_words_match_any_case_in_any_alphabet(catalogue):
+    assert every(query="ВОРОНКА") == [28, 42]
+    assert every(query="воронка регион") == [42]
+    assert every(query="Cash Flow") == [15]
+    assert every(query="nothing like this") == []
+
+
+def test_words_match_tags_and_ids(catalogue):
+    assert every(query="procurement") == [25]
+    assert 42 in every(query="42")
+
+
+def test_owner_tag_and_status(catalogue):
+    alexey = [number for number, entry in enumerate(CATALOGUE, start=1) if entry[1] == "Алексей Кузнецов"]
+    assert every(owner="кузнецов") == alexey
+    assert every(tag="Procurement") == [25]
+    assert every(tag="proc") == []  # a tag is matched whole
+    assert every(status="deprecated") == [30, 47, 63]
+
+
+def test_filters_combine(catalogue):
+    sales = {number for number, entry in enumerate(CATALOGUE, start=1) if "sales" in entry[3].split()}
+    assert every(tag="sales", has_validation_problems=True) == sorted(sales & set(DASHBOARD_PROBLEMS))
+    assert every(tag="sales", has_validation_problems=True, query="регион") == [42]
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [({"page_size": 500}, "page_size"), ({"page": 0}, "page"), ({"status": "broken"}, "status")],
+)
+def test_bad_arguments_name_the_field(catalogue, args, field):
+    with pytest.raises(ToolArgumentsError, match=field):
+        search(**args)

@@ -1,0 +1,90 @@
+"""Reads of the catalogue."""
+
+from __future__ import annotations
+
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+
+from .exceptions import BranchError, DashboardNotFound
+from .models import MAIN_BRANCH, Change, Dashboard, Migration, ValidationProblem, fold
+
+Severity = ValidationProblem.Severity
+
+SEVERITY_RANK = Case(
+    When(severity=Severity.ERROR, then=Value(0)),
+    When(severity=Severity.WARNING, then=Value(1)),
+    default=Value(2),
+    output_field=IntegerField(),
+)
+
+
+def dashboard_get(dashboard_id: int) -> Dashboard:
+    dashboard = Dashboard.objects.filter(pk=dashboard_id).first()
+    if dashboard is None:
+        raise DashboardNotFound(f"There is no dashboard with id {dashboard_id}; search_dashboards finds the right id.")
+    return dashboard
+
+
+def with_problem_counts(queryset: QuerySet[Dashboard]) -> QuerySet[Dashboard]:
+    # distinct: a later filter across a relation (the admin's) must not multiply the counts.
+    return queryset.annotate(
+        errors=Count("problems", filter=Q(problems__severity=Severity.ERROR), distinct=True),
+        warnings=Count("problems", filter=Q(problems__severity=Severity.WARNING), distinct=True),
+        infos=Count("problems", filter=Q(problems__severity=Severity.INFO), distinct=True),
+        problem_total=Count("problems", distinct=True),
+    )
+
+
+def dashboards_search(
+    *,
+    query: str = "",
+    owner: str = "",
+    tag: str = "",
+    status: str | None = None,
+    has_validation_problems: bool | None = None,
+) -> QuerySet[Dashboard]:
+    """Dashboards matching every given filter, oldest id first, with their problem counts.
+
+    Each word of `query` must appear in the title, description or owner, or in one of the tags.
+    """
+    tagged = Dashboard.tags.through.objects
+    # Filters by subquery, not by join, so that the problem counts are not multiplied by matching tags.
+    dashboards = Dashboard.objects.all()
+    for word in fold(query).split():
+        matches = Q(search_text__contains=word) | Q(pk__in=tagged.filter(tag__name__contains=word).values("dashboard"))
+        if word.isdigit():
+            matches |= Q(pk=int(word))
+        dashboards = dashboards.filter(matches)
+    if owner.strip():
+        dashboards = dashboards.filter(owner_key__contains=fold(owner))
+    if tag.strip():
+        dashboards = dashboards.filter(pk__in=tagged.filter(tag__name=fold(tag)).values("dashboard"))
+    if status:
+        dashboards = dashboards.filter(status=status)
+    dashboards = with_problem_counts(dashboards)
+    if has_validation_problems is True:
+        dashboards = dashboards.filter(problem_total__gt=0)
+    elif has_validation_problems is False:
+        dashboards = dashboards.filter(problem_total=0)
+    return dashboards.prefetch_related("tags").order_by("id")
+
+
+def problems_of(dashboard: Dashboard) -> list[ValidationProblem]:
+    """Most severe first."""
+    return list(dashboard.problems.annotate(rank=SEVERITY_RANK).order_by("rank", "id"))
+
+
+def pending_migrations(dashboard: Dashboard) -> QuerySet[Migration]:
+    return dashboard.migrations.filter(status=Migration.Status.PENDING).order_by("name", "id")
+
+
+def uncommitted_changes(dashboard: Dashboard, branch: str | None = None) -> QuerySet[Change]:
+    changes = dashboard.changes.filter(commit__isnull=True)
+    return changes.filter(branch=branch) if branch is not None else changes
+
+
+def branch_check(dashboard: Dashboard, name: str) -> None:
+    """`main` or one of the dashboard's branches; anything else is an error naming the branches there are."""
+    if name == MAIN_BRANCH or dashboard.branches.filter(name=name).exists():
+        return
+    known = [MAIN_BRANCH, *dashboard.branches.values_list("name", flat=True)]
+    raise BranchError(f"Dashboard {dashboard.pk} has no branch {name!r}; its branches are: {', '.join(known)}.")
