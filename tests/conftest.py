@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from channels.layers import channel_layers
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
@@ -13,6 +14,16 @@ from .fake_provider import FakeLLM
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_channel_layers():
+    """Each test runs in an event loop of its own; a layer's locks and pools belong to the loop that made them."""
+    from conversations.runs import runs
+
+    yield
+    channel_layers.backends.clear()
+    runs._control_layer = None
 
 
 @pytest.fixture
