@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup run test lint format
+.PHONY: setup run test lint format bench chromium messages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,26 @@ setup: $(VENV)/.installed
 run: setup
 	$(BIN)/daphne -b $(HOST) -p $(PORT) agentchat.asgi:application
 
-test: $(VENV)/.installed
+# The browser tests drive Debian's Chromium (Playwright downloads no browser); it is installed when missing.
+test: $(VENV)/.installed chromium
 	$(BIN)/pytest
+
+chromium:
+	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } \
+		|| { echo "Could not install Debian's chromium (run as root, or install it yourself)"; exit 1; }
+
+# Translations: extract the strings (Django's makemessages needs GNU gettext, installed when missing), translate
+# locale/ru/LC_MESSAGES/*.po, then compile the committed .mo files with polib (no msgfmt needed).
+MESSAGES_IGNORE := --ignore='tests/*' --ignore='bench/*' --ignore='var/*' --ignore='test-artifacts/*'
+messages: $(VENV)/.installed
+	@command -v xgettext >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y gettext; }
+	$(BIN)/python manage.py makemessages -l ru --no-obsolete $(MESSAGES_IGNORE)
+	$(BIN)/python manage.py makemessages -d djangojs -l ru --no-obsolete $(MESSAGES_IGNORE)
+	$(BIN)/python manage.py compile_catalogues
+
+# The benchmarks of SPEC §13 (README "Benchmarks"); BENCH_ARGS passes options, e.g. BENCH_ARGS="--levels 50 --profile".
+bench: $(VENV)/.installed
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

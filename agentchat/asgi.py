@@ -13,6 +13,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from conversations.api.uploads import UploadSizeGuard  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 
 
@@ -29,7 +30,7 @@ class BrowserOriginValidator(OriginValidator):
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": UploadSizeGuard(django_asgi_app),
         "websocket": BrowserOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns)), settings.ALLOWED_HOSTS
         ),

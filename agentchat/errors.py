@@ -11,6 +11,7 @@ from rest_framework.views import exception_handler
 from rest_framework_simplejwt.exceptions import InvalidToken
 
 from agentchat.agent.providers import ProviderError, ProviderNotConfigured
+from tools.documents.exceptions import DocumentError
 
 CODES: list[tuple[type[Exception], str]] = [
     (exceptions.NotAuthenticated, "AUTH_REQUIRED"),
@@ -64,6 +65,8 @@ def _provider_error(exc: ProviderError) -> ApiError:
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ProviderError):
         exc = _provider_error(exc)
+    elif isinstance(exc, DocumentError):
+        exc = ApiError(exc.message, code=exc.code, status_code=exc.status, **exc.extra)
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -125,6 +125,10 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Tests get a file, one per test process, rather than memory: the daphne processes they start must open it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+    VAR_DIR.mkdir(exist_ok=True)
 
 REDIS_URL = env_redis_url("REDIS_URL")
 if REDIS_URL:
@@ -155,6 +159,14 @@ CONFIRMATION_TTL = timedelta(seconds=env_int("CONFIRMATION_TTL", 24 * 60 * 60))
 # Message frames one user may send per minute, over all their sockets on one process.
 WS_MESSAGES_PER_MINUTE = env_int("WS_MESSAGES_PER_MINUTE", 20)
 
+# --- files (tools/documents; README "Files") ------------------------------------------------------
+
+# 1: a message's images reach the model as image parts (for vision-capable models); 0: as a description.
+LLM_VISION = env_bool("LLM_VISION", False)
+# Each uploaded file is read in a child process that is stopped after this many seconds or this much memory.
+DOCUMENT_PARSE_TIMEOUT = env_float("DOCUMENT_PARSE_TIMEOUT", 60.0)
+DOCUMENT_PARSE_MEMORY_MB = env_int("DOCUMENT_PARSE_MEMORY_MB", 1024, minimum=128)
+
 # --- HTTP services as tools (tools/http; README "HTTP services as tools") ---------------------------
 
 # A JSON list of services, in a file or inline (not both); read and checked by tools.http at start-up.
@@ -184,6 +196,7 @@ INSTALLED_APPS = [
     "tools",
     "tools.dashboards",
     "tools.http",
+    "tools.documents",
 ]
 
 MIDDLEWARE = [

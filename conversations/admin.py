@@ -3,21 +3,10 @@ from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from agentchat.admin import ReadOnlyAdminMixin
+
 from . import services
 from .models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation
-
-
-class ReadOnlyAdminMixin:
-    """Rows written by the product only: the admin looks, it does not edit."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -102,7 +91,7 @@ class AttachmentAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["kind", "parse_status", "created_at"]
     search_fields = ["original_name", "sha256", "owner__username"]
     list_select_related = ["owner", "conversation"]
-    exclude = ["text"]
+    exclude = ["text", "index"]
 
 
 @admin.register(AuditEvent)

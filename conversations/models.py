@@ -136,10 +136,18 @@ class Attachment(models.Model):
     meta = models.JSONField(default=dict, blank=True, help_text="Pages, sheets, rows, image size…")
     parse_status = models.CharField(max_length=8, choices=ParseStatus.choices, default=ParseStatus.PENDING)
     parse_error = models.TextField(blank=True)
+    content = models.FileField(
+        upload_to="attachments/%Y/%m/",
+        blank=True,
+        help_text="What the document tools read: pages, rows or lines as JSON Lines; for an image, the copy a "
+        "vision model is sent.",
+    )
+    index = models.JSONField(default=dict, blank=True, help_text="Where each page, sheet and row starts in content.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [models.Index(fields=["conversation", "owner", "-created_at"], name="attachment_conversation")]
 
     def __str__(self) -> str:
         return self.original_name

@@ -177,11 +177,18 @@ def _owned_attachments(conversation, user, ids) -> list:
     return found
 
 
+# The newest message's attachments may fill this share of CONTEXT_TOKEN_BUDGET; the rest stays with the tools.
+FILE_SHARE = 0.5
+
+
 @database_sync_to_async
-def _prepare(conversation: Conversation, user) -> tuple[list, list, str, dict]:
-    history = selectors.provider_history(conversation)
+def _prepare(conversation: Conversation, user) -> tuple[list, list, str, dict, list]:
+    history = selectors.provider_history(
+        conversation, file_tokens=int(settings.CONTEXT_TOKEN_BUDGET * FILE_SHARE), vision=settings.LLM_VISION
+    )
     context = selectors.last_user_context(conversation)
-    return history, registry.permitted(user), build_system_prompt(context), context
+    files = selectors.files_listed(conversation, user)
+    return history, registry.permitted(user), build_system_prompt(context, files), context, files
 
 
 @database_sync_to_async
@@ -242,7 +249,10 @@ def _tool_context(conversation: Conversation, user, tool) -> ToolContext | None:
     if not tool.permitted(user):
         return None
     return ToolContext(
-        user=user, conversation_id=str(conversation.pk), page_context=selectors.last_user_context(conversation)
+        user=user,
+        conversation_id=str(conversation.pk),
+        page_context=selectors.last_user_context(conversation),
+        attachments=selectors.files_listed(conversation, user),
     )
 
 
@@ -440,11 +450,8 @@ class RunManager:
 
     async def _drive(self, run: LiveRun) -> None:
         conversation, user = run.conversation, run.user
-        helpers = [
-            asyncio.create_task(self._listen(run)),
-            asyncio.create_task(self._keep_alive(run)),
-            asyncio.create_task(self._flush_periodically(run)),
-        ]
+        listener = asyncio.create_task(self._listen(run))
+        helpers = [asyncio.create_task(self._keep_alive(run)), asyncio.create_task(self._flush_periodically(run))]
         status, error = "failed", ""
         try:
             await _audit(AuditEvent.Kind.RUN_STARTED, conversation, user, {"run_id": run.run_id})
@@ -466,6 +473,7 @@ class RunManager:
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            await self._stop_listening(run, listener)
             await _release(conversation, run.run_id)
             self.live.pop(run.run_id, None)
         if status == "failed":
@@ -481,7 +489,7 @@ class RunManager:
             await self._end_message(run)
             return "awaiting_confirmation", ""
 
-        history, tools, system_prompt, context = await _prepare(run.conversation, run.user)
+        history, tools, system_prompt, context, files = await _prepare(run.conversation, run.user)
         trimmed = fit_history(history, budget=settings.CONTEXT_TOKEN_BUDGET, system_prompt=system_prompt)
         if trimmed.dropped:
             await self._send(
@@ -501,7 +509,9 @@ class RunManager:
             provider=provider,
             tools=tools,
             registry=registry,
-            ctx=ToolContext(user=run.user, conversation_id=str(run.conversation.pk), page_context=context),
+            ctx=ToolContext(
+                user=run.user, conversation_id=str(run.conversation.pk), page_context=context, attachments=files
+            ),
             system_prompt=system_prompt,
             max_rounds=settings.AGENT_MAX_ROUNDS,
             run_id=run.run_id,
@@ -648,8 +658,19 @@ class RunManager:
                     run.stop()
                 elif message["type"] == "run.snapshot":
                     await self.layer.send(message["reply_to"], {"type": "run.snapshot", "run": run.snapshot()})
+                elif message["type"] == "run.done":
+                    return
         finally:
             await self.control_layer.group_discard(control_group(run.conversation.pk), run.control_channel)
+
+    async def _stop_listening(self, run: LiveRun, listener: asyncio.Task) -> None:
+        """End the listener by a message rather than a cancel: on channels_redis a cancelled receive can
+        swallow or hold up messages for the other receivers of the same layer object (the other runs)."""
+        await self.control_layer.send(run.control_channel, {"type": "run.done"})
+        try:
+            await asyncio.wait_for(asyncio.shield(listener), timeout=5)
+        except TimeoutError:
+            listener.cancel()
 
 
 runs = RunManager()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import uuid
 from datetime import datetime
 from typing import TypedDict
@@ -10,9 +11,12 @@ from django.conf import settings
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
-from agentchat.agent.providers import ChatMessage
+from agentchat.agent.providers import ChatMessage, ImagePart
+from tools.documents.context import FileForModel, catalogue, with_files, with_references
 
-from .models import Conversation, Message, PendingConfirmation
+from .models import Attachment, Conversation, Message, PendingConfirmation
+
+IMAGE_KINDS = {Attachment.Kind.PNG, Attachment.Kind.JPEG}
 
 
 class ActiveRun(TypedDict):
@@ -61,10 +65,82 @@ def pending_confirmations(conversation: Conversation) -> QuerySet[PendingConfirm
     ).order_by("created_at")
 
 
-def provider_history(conversation: Conversation) -> list[ChatMessage]:
-    """The conversation as the engine sees it: finished messages only, every tool call followed by its result."""
+def attachments_for(conversation_id, user) -> QuerySet[Attachment]:
+    """The user's files in this conversation, newest first."""
+    return Attachment.objects.filter(conversation_id=conversation_id, owner=user, conversation__owner=user).order_by(
+        "-created_at", "-pk"
+    )
+
+
+def attachment_for(user, conversation_id, ref: str) -> Attachment | None:
+    """One of the user's files in that conversation, by id or, failing that, by its file name (newest first)."""
+    # Without its text (up to a million characters): the tools read the content file instead.
+    files = attachments_for(conversation_id, user).defer("text")
+    ref = ref.strip()
+    try:
+        found = files.filter(pk=uuid.UUID(ref)).first()
+    except ValueError:
+        found = None
+    return found or files.filter(original_name__iexact=ref).order_by("-created_at").first()
+
+
+def file_for_model(attachment: Attachment, *, with_text: bool = True) -> FileForModel:
+    return FileForModel(
+        id=str(attachment.pk),
+        name=attachment.original_name,
+        kind=attachment.kind,
+        size=attachment.size,
+        meta=attachment.meta,
+        text=attachment.text if with_text else "",
+    )
+
+
+def files_listed(conversation: Conversation, user) -> list[dict[str, str]]:
+    """The conversation's files as the system prompt lists them (and tools are told): {id, name, description}."""
+    listed = attachments_for(conversation.pk, user).defer("text")
+    return catalogue([file_for_model(attachment, with_text=False) for attachment in listed])
+
+
+def _image_part(attachment: Attachment) -> ImagePart | None:
+    """The copy made for vision models at upload, base64-encoded; None when it is missing."""
+    if not attachment.content or "media_type" not in attachment.index:
+        return None
+    try:
+        with attachment.content.open("rb") as copy:
+            data = copy.read()
+    except OSError:
+        return None
+    return {"media_type": attachment.index["media_type"], "data": base64.b64encode(data).decode()}
+
+
+def _with_files(message: Message, *, newest: bool, file_tokens: int, vision: bool) -> ChatMessage:
+    """A user message as the model sees it: the newest with its files' text (and images), older ones naming them."""
+    attachments = list(message.attachments.all())
+    files = [file_for_model(attachment) for attachment in attachments]
+    if not newest:
+        return {"role": "user", "content": with_references(message.content, files)}
+    entry: ChatMessage = {"role": "user", "content": with_files(message.content, files, file_tokens)}
+    if vision:
+        images = [part for a in attachments if a.kind in IMAGE_KINDS and (part := _image_part(a)) is not None]
+        if images:
+            entry["images"] = images
+    return entry
+
+
+def provider_history(conversation: Conversation, *, file_tokens: int = 0, vision: bool = False) -> list[ChatMessage]:
+    """The conversation as the engine sees it: finished messages only, every tool call followed by its result.
+
+    The newest user message carries its attachments' text within `file_tokens` (and, with `vision`, its
+    images); earlier ones only name theirs.
+    """
     history: list[ChatMessage] = []
-    for message in conversation.messages.exclude(status=Message.Status.STREAMING).order_by("created_at", "id"):
+    messages = list(
+        conversation.messages.exclude(status=Message.Status.STREAMING)
+        .prefetch_related("attachments")
+        .order_by("created_at", "id")
+    )
+    newest_user = max((i for i, message in enumerate(messages) if message.role == Message.Role.USER), default=-1)
+    for position, message in enumerate(messages):
         if message.role == Message.Role.ASSISTANT:
             if not message.content and not message.tool_calls:
                 continue
@@ -81,6 +157,8 @@ def provider_history(conversation: Conversation) -> list[ChatMessage]:
                     "name": message.tool_name,
                 }
             )
+        elif message.role == Message.Role.USER and message.attachments.all():
+            history.append(_with_files(message, newest=position == newest_user, file_tokens=file_tokens, vision=vision))
         else:
             history.append({"role": message.role, "content": message.content})
     return history

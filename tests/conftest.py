@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from channels.layers import channel_layers
 from django.contrib.auth import get_user_model
@@ -77,3 +79,24 @@ def openai_config(fake_llm):
         base_url=fake_llm.base_url,
         timeout=5,
     )
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Django removes a file test database but not SQLite's -wal and -shm files beside it."""
+    from django.conf import settings
+
+    name = settings.DATABASES["default"].get("TEST", {}).get("NAME")
+    if name and settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        for suffix in ("-wal", "-shm"):
+            Path(f"{name}{suffix}").unlink(missing_ok=True)
+
+
+@pytest.fixture
+def llm(settings, fake_llm):
+    """The fake provider, configured as the provider of the settings: what runs and /api/agent/chat use."""
+    settings.LLM_PROVIDER = "openai-compatible"
+    settings.LLM_MODEL = "fake-model"
+    settings.LLM_API_KEY = "sk-test-SECRET-123"
+    settings.LLM_BASE_URL = fake_llm.base_url
+    settings.LLM_TIMEOUT = 5
+    return fake_llm

@@ -17,6 +17,8 @@ from .providers import ChatMessage
 
 # Like OpenAI's accounting: role and separators cost a few tokens on top of the content.
 MESSAGE_OVERHEAD = 4
+# What one image part costs a vision model, about: OpenAI's price of a 1024-pixel image in detail.
+IMAGE_TOKENS = 765
 
 TRUNCATION_LIMIT = 100_000
 TRUNCATION_SUFFIX = "\n\n[...truncated]"
@@ -39,9 +41,26 @@ def count_tokens(text: str) -> int:
 
 def message_tokens(message: ChatMessage) -> int:
     tokens = MESSAGE_OVERHEAD + count_tokens(message.get("content") or "")
+    tokens += IMAGE_TOKENS * len(message.get("images") or ())
     for call in message.get("tool_calls") or ():
         tokens += count_tokens(call["name"]) + count_tokens(json.dumps(call["args"]))
     return tokens
+
+
+def clip_to_tokens(text: str, budget: int) -> tuple[str, bool]:
+    """`text` cut to at most `budget` tokens, at a line end when one is near; and whether it was cut."""
+    if not text:
+        return "", False
+    if budget <= 0:
+        return "", True
+    # A token is rarely more than eight characters: counting that much is enough, and a 10 MB text is not encoded.
+    rough = text[: budget * 8]
+    tokens = _encoding().encode_ordinary(rough)
+    if len(tokens) <= budget:
+        return (text, False) if len(rough) == len(text) else (rough, True)
+    kept = _encoding().decode(tokens[:budget]).rstrip("\ufffd")
+    line_end = kept.rfind("\n", len(kept) * 4 // 5)
+    return (kept[:line_end] if line_end > 0 else kept).rstrip(), True
 
 
 def marker_message(dropped: int) -> ChatMessage:

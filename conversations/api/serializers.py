@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from ..models import Conversation, Message
+from ..markdown import render_markdown
+from ..models import Attachment, Conversation, Message
 
 
 class ConversationSerializer(serializers.ModelSerializer):
@@ -30,7 +31,21 @@ class ConversationFilterSerializer(serializers.Serializer):
 
 
 class MessageSerializer(serializers.ModelSerializer):
-    attachments = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    # As text: these frames also go out over the socket, whose JSON encoder knows no UUID.
+    attachments = serializers.PrimaryKeyRelatedField(many=True, read_only=True, pk_field=serializers.UUIDField())
+    html = serializers.SerializerMethodField(
+        help_text="An assistant message's content as sanitized HTML (rendered Markdown); empty for other roles."
+    )
+    files = serializers.SerializerMethodField(help_text="The attachments' names, kinds and sizes, for showing them.")
+
+    def get_html(self, message: Message) -> str:
+        return render_markdown(message.content) if message.role == Message.Role.ASSISTANT else ""
+
+    def get_files(self, message: Message) -> list[dict]:
+        return [
+            {"id": str(item.pk), "name": item.original_name, "kind": item.kind, "size": item.size}
+            for item in message.attachments.all()
+        ]
 
     class Meta:
         model = Message
@@ -45,8 +60,10 @@ class MessageSerializer(serializers.ModelSerializer):
             "status",
             "client_id",
             "attachments",
+            "files",
             "created_at",
             "metadata",
+            "html",
         ]
         read_only_fields = fields
 
@@ -101,3 +118,18 @@ class AgentChatRequestSerializer(serializers.Serializer):
 class AgentChatResponseSerializer(serializers.Serializer):
     content = serializers.CharField()
     toolCalls = ToolCallSerializer(many=True)
+
+
+class AttachmentSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Attachment
+        fields = ["id", "original_name", "kind", "size", "sha256", "parse_status", "meta", "created_at"]
+        read_only_fields = fields
+
+
+class AttachmentUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="PDF, XLSX, CSV, JSON, PNG or JPEG; at most 10 MB.")
+
+
+class UnsupportedFileSerializer(ErrorSerializer):
+    supported = serializers.ListField(child=serializers.CharField(), help_text="The formats accepted.")

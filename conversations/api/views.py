@@ -3,27 +3,34 @@ from __future__ import annotations
 from asgiref.sync import async_to_sync
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import mixins, status, viewsets
+from rest_framework import generics, mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ProviderChatParams, get_provider
+from agentchat.errors import ApiError
 from tools.registry import registry
 
 from .. import selectors, services
+from . import uploads
 from .pagination import HistoryPagination
 from .serializers import (
     ActiveRunSerializer,
     AgentChatRequestSerializer,
     AgentChatResponseSerializer,
+    AttachmentSerializer,
+    AttachmentUploadSerializer,
     ConversationCreateSerializer,
     ConversationFilterSerializer,
     ConversationRenameSerializer,
     ConversationSerializer,
     ErrorSerializer,
     MessageSerializer,
+    UnsupportedFileSerializer,
 )
 
 ERRORS = {
@@ -96,6 +103,63 @@ class ConversationViewSet(
         services.conversation_recover_lapsed(conversation=conversation)
         page = self.paginate_queryset(selectors.history_for(conversation))
         return self.get_paginated_response(MessageSerializer(page, many=True).data)
+
+
+@extend_schema_view(
+    get=extend_schema(responses={200: AttachmentSerializer(many=True), **ERRORS}),
+    post=extend_schema(
+        request={"multipart/form-data": AttachmentUploadSerializer},
+        responses={
+            201: AttachmentSerializer,
+            **ERRORS,
+            413: OpenApiResponse(ErrorSerializer, description="The file is larger than 10 MB."),
+            415: OpenApiResponse(
+                UnsupportedFileSerializer, description="Not a supported format: the list says which are."
+            ),
+            422: OpenApiResponse(
+                ErrorSerializer, description="The file is not what it claims to be, or cannot be read."
+            ),
+            503: OpenApiResponse(ErrorSerializer, description="The server is reading too many files; try again."),
+        },
+    ),
+)
+class AttachmentsView(generics.ListAPIView):
+    """A conversation's files: list them, or upload one (multipart field `file`), which is read before it is kept."""
+
+    serializer_class = AttachmentSerializer
+    parser_classes = [MultiPartParser]
+
+    def initialize_request(self, request, *args, **kwargs):
+        # Before anything reads the body: even authentication may (a session's CSRF check reads the form).
+        self.upload_limit = uploads.limit_uploads(request)
+        return super().initialize_request(request, *args, **kwargs)
+
+    def conversation(self):
+        return get_object_or_404(selectors.conversations_for(self.request.user, archived=None), pk=self.kwargs["pk"])
+
+    def get_queryset(self):
+        return selectors.attachments_for(self.conversation().pk, self.request.user)
+
+    def post(self, request, pk):
+        conversation = self.conversation()
+        declared = uploads.declared_length(request)
+        if self.upload_limit.body_too_large(declared):
+            self._refuse(conversation, size=declared or 0)
+        upload = request.FILES.get("file")
+        if self.upload_limit.exceeded:
+            self._refuse(conversation, size=declared or 0)
+        if upload is None:
+            raise ValidationError({"file": ["Attach the file in the multipart field named 'file'."]})
+        if conversation.is_archived:
+            raise ApiError("This conversation is archived. Restore it to attach files.", code="INVALID")
+        attachment = services.attachment_upload(conversation=conversation, owner=request.user, upload=upload)
+        return Response(AttachmentSerializer(attachment).data, status=status.HTTP_201_CREATED)
+
+    def _refuse(self, conversation, *, size: int):
+        """Too large: audited with what is known before the file was read (not its name, nor its hash)."""
+        error = uploads.too_large()
+        services.attachment_reject(conversation=conversation, owner=self.request.user, name="", size=size, error=error)
+        raise error
 
 
 class ActiveRunView(APIView):

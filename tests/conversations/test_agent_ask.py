@@ -9,15 +9,6 @@ from django.core.management import CommandError, call_command
 from tests.fake_provider import Reply
 
 
-@pytest.fixture
-def llm(settings, fake_llm):
-    settings.LLM_PROVIDER = "openai-compatible"
-    settings.LLM_MODEL = "fake-model"
-    settings.LLM_API_KEY = "sk-test"
-    settings.LLM_BASE_URL = fake_llm.base_url
-    return fake_llm
-
-
 @pytest.mark.django_db
 def test_runs_one_turn_and_prints_its_events(llm):
     llm.script(Reply(text="Hello there!"))

@@ -20,16 +20,6 @@ class TranscribeArgs(BaseModel):
 
 
 @pytest.fixture
-def llm(settings, fake_llm):
-    settings.LLM_PROVIDER = "openai-compatible"
-    settings.LLM_MODEL = "fake-model"
-    settings.LLM_API_KEY = "sk-test-SECRET-123"
-    settings.LLM_BASE_URL = fake_llm.base_url
-    settings.LLM_TIMEOUT = 5
-    return fake_llm
-
-
-@pytest.fixture
 def tools(monkeypatch):
     registry = ToolRegistry()
 

@@ -11,19 +11,20 @@ from channels.testing import WebsocketCommunicator
 from rest_framework_simplejwt.tokens import AccessToken
 
 from agentchat.asgi import application
+from conversations import runs as runs_module
 from conversations import services
 
 TIMEOUT = 5
 
 
-@pytest.fixture
-def llm(settings, fake_llm):
-    settings.LLM_PROVIDER = "openai-compatible"
-    settings.LLM_MODEL = "fake-model"
-    settings.LLM_API_KEY = "sk-test-SECRET-123"
-    settings.LLM_BASE_URL = fake_llm.base_url
-    settings.LLM_TIMEOUT = 5
-    return fake_llm
+@pytest.fixture(autouse=True)
+async def _isolated_runs(monkeypatch):
+    """The run manager outlives tests: each starts with its own message budget and leaves no run behind."""
+    monkeypatch.setattr(runs_module.runs, "limiter", runs_module.MessageLimiter(10_000))
+    yield
+    left = [task for task in asyncio.all_tasks() if task.get_name().startswith("run ") and not task.done()]
+    if left:
+        await asyncio.wait(left, timeout=5)
 
 
 class Socket:

@@ -35,12 +35,6 @@ GOOD_ORIGIN = b"http://localhost:8000"
 # --- helpers ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _own_message_limiter(monkeypatch, settings):
-    """`runs.limiter` lives as long as the process: a fresh one keeps these tests independent of the others."""
-    monkeypatch.setattr(runs_module.runs, "limiter", MessageLimiter(settings.WS_MESSAGES_PER_MINUTE))
-
-
 @pytest.fixture
 async def raw_sockets():
     """Sockets opened with headers of the test's choosing (cookie, origin); disconnected at the end."""

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from conversations import consumers, services
 from conversations import runs as run_module
 from conversations.models import AuditEvent, Message, PendingConfirmation
-from conversations.runs import MessageLimiter, RunManager
+from conversations.runs import RunManager
 from tests.fake_provider import Reply
 from tools.registry import ToolRegistry
 
@@ -77,16 +77,6 @@ def tools(monkeypatch) -> Calls:
 
     monkeypatch.setattr("conversations.runs.registry", registry)
     return calls
-
-
-@pytest.fixture(autouse=True)
-async def _quiet_runs(monkeypatch):
-    """A fresh per-user message budget (the process's limiter outlives tests), and no run left behind."""
-    monkeypatch.setattr(run_module.runs, "limiter", MessageLimiter(settings.WS_MESSAGES_PER_MINUTE))
-    yield
-    left = [task for task in asyncio.all_tasks() if task.get_name().startswith("run ") and not task.done()]
-    if left:
-        await asyncio.wait(left, timeout=5)
 
 
 # --- helpers -------------------------------------------------------------------------------------

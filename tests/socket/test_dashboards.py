@@ -7,18 +7,14 @@ FR-007/008, SC-003/004).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
-from conversations import runs as run_module
 from conversations import services
 from conversations.models import AuditEvent, Message, PendingConfirmation
-from conversations.runs import MessageLimiter
 from tests.fake_provider import Reply
 from tools.dashboards import demo, permissions
 from tools.dashboards.models import Branch, Change, Dashboard, Deployment, Migration
@@ -29,16 +25,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 READING = {"search_dashboards", "dashboard_health"}
 CHANGING = {"create_branch", "deploy_dashboard", "execute_migration", "commit_changes"}
 DEPLOY_42 = {"dashboard_id": 42, "environment": "production"}
-
-
-@pytest.fixture(autouse=True)
-async def _quiet_runs(monkeypatch):
-    """A fresh per-user message budget (the process's limiter outlives tests), and no run left behind."""
-    monkeypatch.setattr(run_module.runs, "limiter", MessageLimiter(settings.WS_MESSAGES_PER_MINUTE))
-    yield
-    left = [task for task in asyncio.all_tasks() if task.get_name().startswith("run ") and not task.done()]
-    if left:
-        await asyncio.wait(left, timeout=5)
 
 
 @sync_to_async

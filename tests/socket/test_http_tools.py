@@ -7,12 +7,9 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
-from conversations import runs as run_module
 from conversations import services
 from conversations.models import Message
-from conversations.runs import MessageLimiter
 from tests.fake_provider import Reply
 from tests.http_service import SECRET, SECRET_ENV, TOKEN_ENV, BillingService, agent_token, billing_entry
 from tools.http.config import parse_services
@@ -38,15 +35,6 @@ def billing(tmp_path, monkeypatch):
         )
         monkeypatch.setattr("conversations.runs.registry", registry)
         yield service
-
-
-@pytest.fixture(autouse=True)
-async def _quiet_runs(monkeypatch):
-    monkeypatch.setattr(run_module.runs, "limiter", MessageLimiter(settings.WS_MESSAGES_PER_MINUTE))
-    yield
-    left = [task for task in asyncio.all_tasks() if task.get_name().startswith("run ") and not task.done()]
-    if left:
-        await asyncio.wait(left, timeout=5)
 
 
 def of(frames, kind: str, **match) -> list[dict]:

@@ -3,21 +3,10 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
+from agentchat.admin import ReadOnlyAdminMixin
+
 from . import selectors
 from .models import Branch, Change, Commit, Dashboard, Deployment, Migration, Tag, ValidationProblem
-
-
-class RecordAdminMixin:
-    """What was done (deployments, commits) is history: the admin shows it and does not rewrite it."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class ProblemInline(admin.TabularInline):
@@ -105,7 +94,7 @@ class ChangeAdmin(admin.ModelAdmin):
 
 
 @admin.register(Commit)
-class CommitAdmin(RecordAdminMixin, admin.ModelAdmin):
+class CommitAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["sha", "dashboard", "branch", "message", "author", "created_at"]
     list_filter = ["branch", "created_at"]
     search_fields = ["sha", "message", "dashboard__title", "author__username"]
@@ -113,7 +102,7 @@ class CommitAdmin(RecordAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Deployment)
-class DeploymentAdmin(RecordAdminMixin, admin.ModelAdmin):
+class DeploymentAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["dashboard", "environment", "status", "deployed_by", "deployed_at"]
     list_filter = ["environment", "status", "deployed_at"]
     search_fields = ["dashboard__title", "deployed_by__username"]

@@ -7,6 +7,7 @@ from importlib import import_module
 
 from .base import (
     ChatMessage,
+    ImagePart,
     Provider,
     ProviderChatParams,
     ProviderChatResponse,
@@ -20,6 +21,7 @@ from .base import (
 __all__ = [
     "PROVIDERS",
     "ChatMessage",
+    "ImagePart",
     "Provider",
     "ProviderChatParams",
     "ProviderChatResponse",

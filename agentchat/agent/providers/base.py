@@ -13,14 +13,24 @@ class ToolCall(TypedDict):
     args: dict[str, Any]
 
 
+class ImagePart(TypedDict):
+    media_type: str  # image/png or image/jpeg
+    data: str  # base64
+
+
 class ChatMessage(TypedDict):
-    """One message of history. `tool_calls` only on assistant messages, `tool_call_id`/`name` only on tool ones."""
+    """One message of history. `tool_calls` only on assistant messages, `tool_call_id`/`name` only on tool ones.
+
+    `images` only on user messages, and only for vision-capable models (LLM_VISION); providers that cannot
+    show images leave them out.
+    """
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str
     tool_calls: NotRequired[list[ToolCall]]
     tool_call_id: NotRequired[str]
     name: NotRequired[str]
+    images: NotRequired[list[ImagePart]]
 
 
 class ToolSchema(TypedDict):

@@ -47,6 +47,13 @@ def to_wire_messages(system_prompt: str, messages: list[ChatMessage]) -> list[di
                     ],
                 }
             )
+        elif message.get("images"):
+            parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
+            parts += [
+                {"type": "image_url", "image_url": {"url": f"data:{image['media_type']};base64,{image['data']}"}}
+                for image in message["images"]
+            ]
+            wire.append({"role": message["role"], "content": parts})
         else:
             wire.append({"role": message["role"], "content": message["content"]})
     return wire

@@ -1,0 +1,114 @@
+"""The server side of the benchmark, run as its own processes (never imported by the product).
+
+    python -m bench.server prepare            # migrate the bench database, create the bench user
+    python -m bench.server serve <daphne args>  # daphne, counting the database writes it makes
+
+Both read the usual settings from the environment (DATABASE_URL, REDIS_URL, SECRET_KEY, LLM_*), plus:
+
+- BENCH_USER, BENCH_PASSWORD: the user `prepare` creates (or resets);
+- BENCH_DB_WRITES_FILE: where `serve` writes its count of database writes when it gets SIGUSR1.
+
+The count is bench-only and lives here: `serve` wraps Django's CursorWrapper.execute/executemany in
+this process before daphne starts, and counts each INSERT, UPDATE, DELETE or REPLACE statement sent
+to the database, by table. Nothing of it exists in a server started any other way.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import signal
+import sys
+import threading
+from pathlib import Path
+
+WRITE = re.compile(r'^\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM|REPLACE\s+INTO)\s+"?([A-Za-z0-9_.]+)"?', re.IGNORECASE)
+
+
+class WriteCounter:
+    """Statements that change rows, by kind and table; thread-safe (the database runs in worker threads)."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.lock = threading.Lock()
+
+    def see(self, sql) -> None:
+        found = WRITE.match(sql if isinstance(sql, str) else str(sql))
+        if found is None:
+            return
+        kind = found.group(1).split()[0].upper()
+        with self.lock:
+            self.counts[f"{kind} {found.group(2)}"] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        # Copying a dict is one step under the GIL: no lock, so a signal handler may call this.
+        return dict(self.counts)
+
+
+def install_counter(path: Path) -> WriteCounter:
+    from django.db.backends import utils
+
+    counter = WriteCounter()
+    execute, executemany = utils.CursorWrapper.execute, utils.CursorWrapper.executemany
+
+    def counted_execute(self, sql, params=None):
+        counter.see(sql)
+        return execute(self, sql, params)
+
+    def counted_executemany(self, sql, param_list):
+        counter.see(sql)
+        return executemany(self, sql, param_list)
+
+    utils.CursorWrapper.execute = counted_execute
+    utils.CursorWrapper.executemany = counted_executemany
+
+    def dump() -> None:
+        counts = counter.snapshot()
+        draft = path.with_name(path.name + ".tmp")
+        draft.write_text(json.dumps({"pid": os.getpid(), "total": sum(counts.values()), "by_statement": counts}))
+        draft.replace(path)
+
+    signal.signal(signal.SIGUSR1, lambda signum, frame: dump())
+    return counter
+
+
+def prepare() -> None:
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
+    user, _ = get_user_model().objects.get_or_create(username=os.environ["BENCH_USER"])
+    user.set_password(os.environ["BENCH_PASSWORD"])
+    user.is_active = True
+    user.save()
+
+
+def serve(daphne_args: list[str]) -> None:
+    import django
+
+    django.setup()
+    if os.environ.get("BENCH_DB_WRITES_FILE"):
+        install_counter(Path(os.environ["BENCH_DB_WRITES_FILE"]))
+    from daphne.cli import CommandLineInterface
+
+    CommandLineInterface().run(daphne_args)
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentchat.settings")
+    command, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    if command == "prepare":
+        prepare()
+    elif command == "serve":
+        serve(args)
+    else:
+        sys.exit("usage: python -m bench.server prepare | serve <daphne args>")
+
+
+if __name__ == "__main__":
+    main()

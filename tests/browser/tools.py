@@ -1,0 +1,42 @@
+"""Tools for the browser tests, on the GLOBAL tool registry of the daphne process those tests start.
+
+Only that process imports this module (`preload=["tests.browser.tools"]`); the test process never does,
+so no other test sees these tools.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, Field
+
+from tools.registry import ToolContext, registry
+
+
+class LookupArgs(BaseModel):
+    query: str
+    seconds: float = Field(default=0.0, ge=0, le=5)
+
+
+class DeployArgs(BaseModel):
+    dashboard: str
+    environment: str = "staging"
+
+
+@registry.tool(name="browser_lookup", timeout=10)
+def lookup(args: LookupArgs, ctx: ToolContext) -> dict:
+    """Look a word up in the test catalogue (takes `seconds`, so a page can watch it run)."""
+    time.sleep(args.seconds)
+    return {"query": args.query, "matches": [f"{args.query} report", f"{args.query} forecast"]}
+
+
+@registry.tool(name="browser_deploy", requires_confirmation=True)
+def deploy(args: DeployArgs, ctx: ToolContext) -> dict:
+    """Deploy a dashboard to an environment (a stand-in for an action that changes the world)."""
+    return {"deployed": args.dashboard, "environment": args.environment}
+
+
+@registry.tool(name="browser_fail")
+def fail(args: LookupArgs, ctx: ToolContext) -> dict:
+    """A tool that always fails."""
+    raise RuntimeError(f"the catalogue is down (asked for {args.query})")

@@ -1,0 +1,185 @@
+"""The server-rendered pages: the list with its forms, the chat page's history, scoping and safety."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from conversations import services
+from conversations.models import Conversation, Message, PendingConfirmation
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice_client(alice) -> Client:
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+def make(owner, title: str, *, archived: bool = False, messages: int = 0) -> Conversation:
+    conversation = services.conversation_create(owner=owner, title=title)
+    for n in range(messages):
+        services.message_append(conversation=conversation, role="user", content=f"message {n}")
+    if archived:
+        services.conversation_archive(conversation=conversation, actor=owner)
+    return conversation
+
+
+def test_pages_need_a_sign_in(alice):
+    conversation = make(alice, "Secret")
+    for url in ["/", f"/c/{conversation.pk}/"]:
+        response = Client().get(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith("/accounts/login/?next=")
+
+
+def test_the_list_newest_first_with_counts_search_and_archive_filter(alice, bob, alice_client):
+    make(alice, "Quarterly revenue", messages=2)
+    make(alice, "Churn analysis", messages=1)
+    old = make(alice, "Old plans", archived=True)
+    make(bob, "Bob's own")
+
+    page = alice_client.get("/").content.decode()
+    assert page.index("Churn analysis") < page.index("Quarterly revenue")
+    assert "2 messages" in page and "1 message" in page
+    assert "Old plans" not in page and "Bob&#x27;s own" not in page
+
+    found = alice_client.get("/?q=churn").content.decode()
+    assert "Churn analysis" in found and "Quarterly revenue" not in found
+
+    archived = alice_client.get("/?archived=1").content.decode()
+    assert "Old plans" in archived and "Churn analysis" not in archived
+    assert f'action="/c/{old.pk}/restore/"' in archived and f'action="/c/{old.pk}/rename/"' in archived
+
+    nothing = alice_client.get("/?q=zzz").content.decode()
+    assert "No conversation has “zzz” in its title." in nothing
+
+
+def test_new_rename_archive_restore(alice, alice_client):
+    response = alice_client.post("/c/new/")
+    conversation = Conversation.objects.get(owner=alice)
+    assert response["Location"] == f"/c/{conversation.pk}/"
+
+    alice_client.post(f"/c/{conversation.pk}/rename/", {"title": "  Budget   2026 "})
+    conversation.refresh_from_db()
+    assert conversation.title == "Budget 2026"
+    response = alice_client.post(f"/c/{conversation.pk}/rename/", {"title": "   "}, follow=True)
+    assert "A title cannot be empty." in response.content.decode()
+
+    response = alice_client.post(f"/c/{conversation.pk}/archive/", {"next": "/?q=budget"})
+    assert response["Location"] == "/?q=budget"
+    conversation.refresh_from_db()
+    assert conversation.is_archived
+
+    response = alice_client.post(f"/c/{conversation.pk}/restore/", follow=True)
+    conversation.refresh_from_db()
+    assert not conversation.is_archived
+    assert "“Budget 2026” was restored." in response.content.decode()
+
+
+def test_forms_go_back_only_to_our_own_pages(alice, alice_client):
+    conversation = make(alice, "Mine")
+    response = alice_client.post(f"/c/{conversation.pk}/archive/", {"next": "https://evil.example/"})
+    assert response["Location"] == "/"
+
+
+def test_forms_change_nothing_on_get(alice, alice_client):
+    conversation = make(alice, "Mine")
+    assert alice_client.get(f"/c/{conversation.pk}/archive/").status_code == 405
+    assert alice_client.get("/c/new/").status_code == 405
+
+
+def test_someone_elses_conversation_is_not_found(alice, bob, alice_client):
+    theirs = make(bob, "Bob's")
+    assert alice_client.get(f"/c/{theirs.pk}/").status_code == 404
+    for action in ["rename", "archive", "restore"]:
+        assert alice_client.post(f"/c/{theirs.pk}/{action}/", {"title": "x"}).status_code == 404
+    theirs.refresh_from_db()
+    assert (theirs.title, theirs.is_archived) == ("Bob's", False)
+
+
+def test_the_chat_page_draws_the_history(alice, alice_client):
+    conversation = make(alice, "Deploys")
+    add = Message.objects.create
+    add(conversation=conversation, role="user", content="Deploy <b>Sales</b>\nplease")
+    add(
+        conversation=conversation,
+        role="assistant",
+        content="Looking **now**.",
+        tool_calls=[
+            {"id": "c1", "name": "search_dashboards", "args": {"q": "Sales"}},
+            {"id": "c2", "name": "broken_tool", "args": {}},
+            {"id": "c3", "name": "deploy_dashboard", "args": {"id": 7}},
+            {"id": "c4", "name": "deploy_dashboard", "args": {"id": 8}},
+        ],
+    )
+    add(conversation=conversation, role="tool", tool_call_id="c1", tool_name="search_dashboards", content='{"n": 1}')
+    add(
+        conversation=conversation,
+        role="tool",
+        tool_call_id="c2",
+        tool_name="broken_tool",
+        content="Error: boom",
+        is_error=True,
+    )
+    add(
+        conversation=conversation,
+        role="tool",
+        tool_call_id="c4",
+        tool_name="deploy_dashboard",
+        content="Error: rejected by the user. Reason: not today",
+        is_error=True,
+    )
+    PendingConfirmation.objects.create(
+        conversation=conversation,
+        tool_call_id="c3",
+        tool_name="deploy_dashboard",
+        args={"id": 7},
+        args_hash="x",
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
+    add(conversation=conversation, role="assistant", content="Half an ans", status="interrupted")
+
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "Deploy &lt;b&gt;Sales&lt;/b&gt;\nplease" in page
+    assert "<p>Looking <strong>now</strong>.</p>" in page
+    assert 'data-tool-call-id="c1" data-state="ok"' in page
+    assert '<code class="tool-name">search_dashboards</code>' in page
+    assert "&quot;n&quot;: 1" in page  # the output, indented for reading
+    assert 'data-tool-call-id="c2" data-state="error"' in page
+    assert 'data-tool-call-id="c3" data-state="waiting"' in page
+    assert 'data-tool-call-id="c4" data-state="rejected"' in page
+    assert "Stopped before the end." in page
+    assert f'data-ws-path="/ws/chat/{conversation.pk}/"' in page
+    assert f'data-upload-url="/api/assistant/conversations/{conversation.pk}/attachments/"' in page
+
+
+def test_the_chat_page_of_an_archived_conversation_is_read_only(alice, alice_client):
+    conversation = make(alice, "Old", archived=True)
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "This conversation is archived. Restore it to continue." in page
+    assert 'data-archived="1"' in page
+    assert '<textarea id="message" name="content" rows="1"' in page and "disabled></textarea>" in page
+
+
+def test_the_pages_are_in_russian_when_chosen(alice, alice_client):
+    conversation = make(alice, "Планы", messages=5)
+    response = alice_client.post("/i18n/setlang/", {"language": "ru", "next": "/"})
+    assert response["Location"] == "/"
+    page = alice_client.get("/").content.decode()
+    assert '<html lang="ru">' in page
+    assert "Ваши беседы" in page and "5 сообщений" in page and "Выйти" in page
+    chat = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "Напишите агенту…" in chat and "Отправить" in chat
+
+
+def test_the_script_and_styles_are_served_locally(alice_client):
+    page = alice_client.get("/").content.decode()
+    assert '<script type="module" src="/static/js/chat.js"></script>' in page
+    assert '<script src="/jsi18n/"></script>' in page
+    assert "http://" not in page.replace("http://testserver", "") and "https://" not in page

@@ -1,0 +1,66 @@
+"""The child process every file is read in: killed at the time limit, held to the memory and file-size limits,
+its errors brought back, and the calling process unharmed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tools.documents import sandbox
+from tools.documents.exceptions import ReadersBusy, Unreadable
+
+from . import targets
+
+MiB = 1024 * 1024
+BUDGET = sandbox.Budget(seconds=5, memory_bytes=256 * MiB, file_bytes=8 * MiB)
+
+
+def test_a_result_comes_back():
+    assert sandbox.run(targets.echo, {"a": [1, 2]}, budget=BUDGET) == {"a": [1, 2]}
+
+
+def test_a_child_past_the_time_limit_is_killed():
+    started = time.monotonic()
+
+    with pytest.raises(Unreadable, match=r"longer than 0\.5 seconds"):
+        sandbox.run(targets.spin, 30, budget=sandbox.Budget(seconds=0.5, memory_bytes=256 * MiB, file_bytes=MiB))
+
+    assert time.monotonic() - started < 3
+    assert sandbox.run(targets.echo, "next", budget=BUDGET) == "next"
+
+
+def test_memory_past_the_limit_is_refused():
+    with pytest.raises(Unreadable, match="more than the 256 MB of memory allowed"):
+        sandbox.run(targets.allocate, 1024, budget=BUDGET)
+
+    assert sandbox.run(targets.allocate, 16, budget=BUDGET) == 16 * MiB
+
+
+def test_writing_past_the_file_limit_is_refused(tmp_path):
+    with pytest.raises(Unreadable, match="more content than is kept"):
+        sandbox.run(targets.write, str(tmp_path / "out"), 16, budget=BUDGET)
+
+
+def test_a_document_error_keeps_its_class_and_message():
+    with pytest.raises(Unreadable, match=r"Not today\."):
+        sandbox.run(targets.refuse, budget=BUDGET)
+
+
+def test_anything_else_a_parser_raises_is_unreadable():
+    with pytest.raises(Unreadable, match=r"could not be read \(RuntimeError: boom\)"):
+        sandbox.run(targets.crash, budget=BUDGET)
+
+
+def test_a_child_that_dies_is_reported():
+    with pytest.raises(Unreadable, match="stopped unexpectedly"):
+        sandbox.run(targets.die, budget=BUDGET)
+
+
+def test_when_every_slot_is_taken_the_reader_is_busy(monkeypatch):
+    full = sandbox.threading.BoundedSemaphore(1)
+    full.acquire()
+    monkeypatch.setattr(sandbox, "_slots", full)
+
+    with pytest.raises(ReadersBusy):
+        sandbox.run(targets.echo, 1, budget=sandbox.Budget(seconds=0.1, memory_bytes=MiB, file_bytes=MiB))

@@ -1,0 +1,38 @@
+"""How much of a file is accepted, read and shown. The numbers the README's "Files" section quotes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MiB = 1024 * 1024
+
+MAX_UPLOAD_BYTES = 10 * MiB
+# The kinds, in the order they are listed to people (the values of Attachment.Kind).
+SUPPORTED = ("pdf", "xlsx", "csv", "json", "png", "jpeg")
+SUPPORTED_LABEL = "PDF, XLSX, CSV, JSON, PNG, JPEG"
+
+
+@dataclass(frozen=True)
+class Limits:
+    # The text kept with an attachment: what the model reads first, before it reaches for the tools.
+    text_chars: int = 1_000_000
+    # Rows and columns of each sheet shown in that text; every row stays reachable through the tools.
+    preview_rows: int = 50
+    preview_cols: int = 20
+    cell_chars: int = 200
+    # Columns kept per row in the content file, and pages read from a PDF.
+    max_cols: int = 1_000
+    max_pages: int = 2_000
+    # XLSX (a ZIP archive) is checked against these before anything is decompressed.
+    zip_members: int = 10_000
+    zip_uncompressed: int = 256 * MiB
+    zip_ratio: int = 200
+    json_depth: int = 64
+    # Pillow's decompression-bomb guard, and the longest side of the copy a vision model is sent.
+    max_pixels: int = 50_000_000
+    vision_side: int = 1568
+    # The content file (pages, rows, lines) a parser may write.
+    content_bytes: int = 512 * MiB
+
+
+DEFAULT_LIMITS = Limits()
