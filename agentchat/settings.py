@@ -81,6 +81,8 @@ def env_database(name: str, default: str) -> dict:
     except Exception as exc:  # dj-database-url raises ValueError, KeyError… for unusable URLs
         raise ImproperlyConfigured(f"{name} is not a database URL dj-database-url understands: {exc}") from None
     if config["ENGINE"] == "django.db.backends.sqlite3":
+        # Opening a SQLite file is most of the cost of a short query; its connections are kept.
+        config["CONN_MAX_AGE"] = None
         # WAL and IMMEDIATE transactions let the socket threads and the API write side by side.
         config["OPTIONS"] = {
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",

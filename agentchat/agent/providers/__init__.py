@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from dataclasses import dataclass, field
 from importlib import import_module
 
@@ -61,8 +63,26 @@ class ProviderConfig:
         )
 
 
+# Providers hold HTTP connection pools, which belong to the event loop that opened them: one per loop and config.
+_providers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[ProviderConfig, Provider]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def get_provider(config: ProviderConfig | None = None) -> Provider:
+    """The provider the settings (or `config`) name, made once per event loop: a run reuses its connections."""
     config = config or ProviderConfig.from_settings()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return _make_provider(config)
+    made = _providers.setdefault(loop, {})
+    if config not in made:
+        made[config] = _make_provider(config)
+    return made[config]
+
+
+def _make_provider(config: ProviderConfig) -> Provider:
     path = PROVIDERS.get(config.provider)
     if path is None:
         raise ProviderNotConfigured(
