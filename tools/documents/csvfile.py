@@ -82,54 +82,34 @@ def parse(source: Source) -> Parsed:
         raise UnsupportedFormat.because("plain text, not a table of delimited values")
     writer = ContentWriter(source.content)
     part = writer.start_part("CSV")
-    header: list[Any] | None = None
-    preview: list[list[Any]] = []
-    width = widest = data_rows = header_row = 0
+    table = tables.TableCollector(writer, limits.max_cols, limits.preview_rows, limits.preview_cols)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter or ",")
     try:
         for number, record in enumerate(reader, start=1):
-            widest = max(widest, len(record))
             cells = record[: limits.max_cols]
             while cells and not cells[-1].strip():
                 cells.pop()
-            if not cells:
-                continue
-            if header is None:
-                header, header_row = cells, number
-                width = len(cells)
-                continue
-            width = max(width, len(cells))
-            data_rows += 1
-            writer.add(number, cells)
-            if len(preview) < limits.preview_rows:
-                preview.append([number, *cells[: limits.preview_cols]])
+            table.add(number, len(record), cells)
     except csv.Error as exc:
         raise Unreadable(f"The table cannot be read at record {reader.line_num:,}: {exc}.") from None
-    if header is None:
+    if table.header is None:
         raise Unreadable("The file holds no rows.")
-    columns = tables.column_names(header, width)
-    part.update({"columns": columns, "header_row": header_row})
-    shown = min(width, limits.preview_cols)
+    columns = table.columns()
+    part.update({"columns": columns, "header_row": table.header_row})
     how = f"{encoding}, {DELIMITER_NAMES[delimiter] if delimiter else 'one column'}"
-    notes = []
-    if data_rows > len(preview):
-        notes.append(f"the first {len(preview):,} of {data_rows:,} rows")
-    if width > shown:
-        notes.append(f"the first {shown} of {width:,} columns")
-    body = tables.markdown([tables.ROW, *columns[:shown]], preview, limits.cell_chars)
-    note = f"\n[Shown: {' and '.join(notes)}; the document tools read the rest.]" if notes else ""
     buffer = TextBuffer(limits.text_chars)
-    buffer.add(f"=== Table: {data_rows:,} rows × {width:,} columns ({how}), header in row {header_row} ===\n")
-    buffer.add(body + note)
+    size = f"{table.data_rows:,} rows × {len(columns):,} columns"
+    buffer.add(f"=== Table: {size} ({how}), header in row {table.header_row} ===\n")
+    buffer.add(table.shown(limits.cell_chars))
     meta: dict[str, Any] = {
         "encoding": encoding,
         "delimiter": delimiter or "",
-        "rows": data_rows,
-        "columns": width,
+        "rows": table.data_rows,
+        "columns": len(columns),
         "header": columns[:50],
     }
     if nuls:
         meta["nul_bytes_dropped"] = nuls
-    if widest > limits.max_cols:
-        meta["columns_dropped"] = widest - limits.max_cols
+    if table.columns_dropped:
+        meta["columns_dropped"] = table.columns_dropped
     return Parsed(kind="csv", text=buffer.text(), meta=meta, index=writer.index())

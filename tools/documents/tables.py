@@ -10,7 +10,7 @@ import heapq
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 ROW = "_row"
 ROW_INDEX = -1
@@ -70,6 +70,60 @@ def markdown(columns: Sequence[str], rows: Iterable[Sequence[Any]], cell_chars: 
     lines = [line(columns), "|" + "---|" * len(columns)]
     lines += [line([*row, *[None] * (len(columns) - len(row))][: len(columns)]) for row in rows]
     return "\n".join(lines)
+
+
+class RowWriter(Protocol):
+    def add(self, number: int, value: Any) -> None: ...
+
+
+@dataclass
+class TableCollector:
+    """One table read row by row (a CSV, a sheet): the first non-empty row is its header, the rest are
+    written for the document tools, and the first few are kept as the preview the model reads."""
+
+    writer: RowWriter
+    max_cols: int
+    preview_rows: int
+    preview_cols: int
+    header: list[Any] | None = None
+    header_row: int = 0
+    width: int = 0
+    widest: int = 0
+    data_rows: int = 0
+    preview: list[list[Any]] = field(default_factory=list)
+
+    def add(self, number: int, raw_width: int, cells: list[Any]) -> None:
+        """`cells` are the row's first `max_cols` cells with the empty ones at the end removed."""
+        self.widest = max(self.widest, raw_width)
+        if not cells:
+            return
+        if self.header is None:
+            self.header, self.header_row, self.width = cells, number, len(cells)
+            return
+        self.width = max(self.width, len(cells))
+        self.data_rows += 1
+        self.writer.add(number, cells)
+        if len(self.preview) < self.preview_rows:
+            self.preview.append([number, *cells[: self.preview_cols]])
+
+    def columns(self) -> list[str]:
+        return column_names(self.header or [], max(self.width, len(self.header or [])))
+
+    @property
+    def columns_dropped(self) -> int:
+        return max(self.widest - self.max_cols, 0)
+
+    def shown(self, cell_chars: int) -> str:
+        """The preview as a Markdown table, with a note of what the tools still hold."""
+        columns = self.columns()
+        shown = min(len(columns), self.preview_cols)
+        body = markdown([ROW, *columns[:shown]], self.preview, cell_chars)
+        notes = []
+        if self.data_rows > len(self.preview):
+            notes.append(f"the first {len(self.preview):,} of {self.data_rows:,} rows")
+        if len(columns) > shown:
+            notes.append(f"the first {shown} of {len(columns):,} columns")
+        return body + (f"\n[Shown: {' and '.join(notes)}; the document tools read the rest.]" if notes else "")
 
 
 def to_number(value: Any) -> float | None:

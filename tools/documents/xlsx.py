@@ -66,48 +66,22 @@ def _trimmed(row: tuple[Any, ...], width: int) -> list[Any]:
 
 
 def _sheet(sheet, writer: ContentWriter, text: TextBuffer, limits: Limits) -> dict[str, Any]:
-    header: list[Any] | None = None
-    header_row = 0
-    preview: list[list[Any]] = []
-    data_rows = 0
-    width = 0
-    widest = 0
     part = writer.start_part(sheet.title)
+    table = tables.TableCollector(writer, limits.max_cols, limits.preview_rows, limits.preview_cols)
     for number, row in enumerate(sheet.iter_rows(values_only=True), start=sheet.min_row or 1):
-        widest = max(widest, len(row))
-        cells = _trimmed(row, limits.max_cols)
-        if not cells:
-            continue
-        if header is None:
-            header, header_row = cells, number
-            width = len(cells)
-            continue
-        width = max(width, len(cells))
-        data_rows += 1
-        writer.add(number, cells)
-        if len(preview) < limits.preview_rows:
-            preview.append([number, *cells[: limits.preview_cols]])
-    width = max(width, len(header or []))
-    columns = tables.column_names(header or [], width)
-    part.update({"columns": columns, "header_row": header_row})
+        table.add(number, len(row), _trimmed(row, limits.max_cols))
+    columns = table.columns()
+    part.update({"columns": columns, "header_row": table.header_row})
+    width = len(columns)
     first, last = tables.column_letter(0), tables.column_letter(max(width - 1, 0))
-    shown = min(width, limits.preview_cols)
-    title = f'=== Sheet "{sheet.title}": {data_rows:,} rows × {width:,} columns ({first}–{last})'
-    if header is None:
+    title = f'=== Sheet "{sheet.title}": {table.data_rows:,} rows × {width:,} columns ({first}–{last})'
+    if table.header is None:
         text.add(f"{title}: empty ===\n\n")
     else:
-        title += f", header in row {header_row} ==="
-        body = tables.markdown([tables.ROW, *columns[:shown]], preview, limits.cell_chars)
-        notes = []
-        if data_rows > len(preview):
-            notes.append(f"the first {len(preview):,} of {data_rows:,} rows")
-        if width > shown:
-            notes.append(f"the first {shown} of {width:,} columns")
-        note = f"\n[Shown: {' and '.join(notes)}; the document tools read the rest.]" if notes else ""
-        text.add(f"{title}\n{body}{note}\n\n")
-    info: dict[str, Any] = {"name": sheet.title, "rows": data_rows, "columns": width, "header": columns[:50]}
-    if widest > limits.max_cols:
-        info["columns_dropped"] = widest - limits.max_cols
+        text.add(f"{title}, header in row {table.header_row} ===\n{table.shown(limits.cell_chars)}\n\n")
+    info: dict[str, Any] = {"name": sheet.title, "rows": table.data_rows, "columns": width, "header": columns[:50]}
+    if table.columns_dropped:
+        info["columns_dropped"] = table.columns_dropped
     if getattr(sheet, "sheet_state", "visible") != "visible":
         info["hidden"] = True
     return info
