@@ -1,6 +1,7 @@
 """Tools the agent can call: a function, a pydantic model of its arguments, and a few flags.
 
-@tool(permission="dashboards.deploy", requires_confirmation=True)
+@tool(permission="dashboards.deploy", requires_confirmation=True,
+      examples=[("Deploy dashboard 3 to staging", {"dashboard_id": 3, "environment": "staging"})])
 def deploy_dashboard(args: DeployArgs, ctx: ToolContext) -> dict:
     \"\"\"Deploy a dashboard to an environment.\"\"\"
 """
@@ -21,6 +22,7 @@ from django.db import close_old_connections
 from pydantic import BaseModel, ValidationError
 
 from agentchat.agent.providers import ToolSchema
+from agentchat.agent.providers.base import ToolExample
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +73,17 @@ class Tool:
     requires_confirmation: bool = False
     permission: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    # Typical requests with the arguments they call for, e.g. ("Deploy dashboard 3 to staging", {...}); left out of
+    # comparisons and the hash (the arguments are dicts), so a Tool stays hashable.
+    examples: tuple[tuple[str, dict[str, Any]], ...] = field(default=(), compare=False)
 
     def schema(self) -> ToolSchema:
         parameters = self.args_model.model_json_schema()
         parameters.pop("title", None)
-        return {"name": self.name, "description": self.description, "parameters": parameters}
+        schema: ToolSchema = {"name": self.name, "description": self.description, "parameters": parameters}
+        if self.examples:
+            schema["examples"] = [ToolExample(request=request, args=dict(args)) for request, args in self.examples]
+        return schema
 
     def permitted(self, user) -> bool:
         return self.permission is None or (user is not None and user.has_perm(self.permission))
@@ -170,8 +178,14 @@ class ToolRegistry:
         requires_confirmation: bool = False,
         permission: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        examples: Iterable[tuple[str, dict[str, Any]]] = (),
     ):
-        """Register `func(args: Model, ctx: ToolContext)`; its docstring is the description the model reads."""
+        """Register `func(args: Model, ctx: ToolContext)`; its docstring is the description the model reads.
+
+        `examples` are typical requests with their arguments (checked against the model here); small models
+        are shown the ones most like what the user asked.
+        """
+        examples = tuple((request, dict(args)) for request, args in examples)
 
         def decorate(func: Callable) -> Tool:
             first = next(iter(inspect.signature(func).parameters), None)
@@ -181,6 +195,12 @@ class ToolRegistry:
             description = inspect.cleandoc(func.__doc__ or "")
             if not description:
                 raise TypeError(f"{func.__name__}: the docstring is the tool's description, and it is missing.")
+            for request, args in examples:
+                try:
+                    args_model.model_validate(args)
+                except ValidationError as exc:
+                    problems = _describe(exc)
+                    raise TypeError(f"{func.__name__}: example {request!r} has bad arguments: {problems}") from None
             return self.register(
                 Tool(
                     name=name or func.__name__,
@@ -190,6 +210,7 @@ class ToolRegistry:
                     requires_confirmation=requires_confirmation,
                     permission=permission,
                     timeout=timeout,
+                    examples=examples,
                 )
             )
 

@@ -24,7 +24,7 @@ from agentchat.agent.providers import (
     get_provider,
     local,
 )
-from agentchat.agent.providers.local import LocalProvider, decision_grammar, parse_decision, resolve_model_path
+from agentchat.agent.providers.local import LocalProvider, parse_decision, resolve_model_path
 from tools.registry import ToolContext, ToolRegistry
 
 
@@ -144,14 +144,10 @@ def test_the_default_provider_is_local():
     assert isinstance(get_provider(ProviderConfig()), LocalProvider)
 
 
-def test_decision_grammar_keeps_same_named_models_of_two_tools_apart():
-    tools = [
-        tool_schema("deploy", "Deploy a dashboard.", DeployArgs),
-        tool_schema("migrate", "Migrate a dashboard.", MigrateArgs),
-    ]
-    schema = local.decision_schema(tools)
-    assert set(schema["$defs"]) == {"t0-Target", "t1-OtherTarget"}
-    assert decision_grammar(tools) is not None
+def test_every_tools_arguments_become_a_grammar(caplog):
+    for tool in (tool_schema("deploy", "Deploy a dashboard.", DeployArgs), WEATHER_TOOL):
+        assert local.arguments_grammar(tool) is not None
+    assert "has no grammar" not in caplog.text
 
 
 def test_parse_decision():

@@ -1,5 +1,8 @@
 """The dashboard tools the agent calls. Docstrings and field descriptions are what the model reads.
 
+Each tool's examples, typical requests in English and Russian, are what the small local model is shown (the ones
+most like the request); single-digit ids, because a longer one, say 31, got copied onto a request for dashboard 3.
+
 Permissions, one per tool (app label `dashboards`): reading needs `view_dashboard`; each tool that changes
 something needs the permission named like the tool, and the dangerous three wait for the user's approval.
 """
@@ -112,7 +115,18 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
 # --- reading ----------------------------------------------------------------------------------
 
 
-@registry.tool(permission=VIEW)
+@registry.tool(
+    permission=VIEW,
+    examples=[
+        ("Which dashboards have validation problems?", {"has_validation_problems": True}),
+        ("покажи дашборды с проблемами валидации", {"has_validation_problems": True}),
+        ("Find dashboards tagged sales", {"tag": "sales"}),
+        ("Find the dashboards owned by James Patel", {"owner": "James Patel"}),
+        ("Найди дашборд Отток клиентов", {"query": "Отток клиентов"}),
+        ("Покажи дашборды с тегом hr", {"tag": "hr"}),
+        ("Покажи черновики дашбордов", {"status": "draft"}),
+    ],
+)
 def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
     """Search the catalogue of BI dashboards by words, owner, tag, status or validation problems.
 
@@ -144,7 +158,16 @@ def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
     return {"total": total, "page": args.page, "page_size": args.page_size, "pages": pages, "items": items}
 
 
-@registry.tool(permission=VIEW)
+@registry.tool(
+    permission=VIEW,
+    examples=[
+        ("How healthy is dashboard 3?", {"dashboard_id": 3}),
+        ("Show the validation problems of dashboard 8", {"dashboard_id": 8}),
+        ("Is dashboard 6 ready for production?", {"dashboard_id": 6}),
+        ("Какие проблемы у дашборда 5?", {"dashboard_id": 5}),
+        ("Расскажи о дашборде 2", {"dashboard_id": 2}),
+    ],
+)
 def dashboard_health(args: DashboardArgs, ctx: ToolContext) -> dict[str, Any]:
     """Show one dashboard: its details and health report.
 
@@ -191,7 +214,14 @@ def dashboard_health(args: DashboardArgs, ctx: ToolContext) -> dict[str, Any]:
 # --- changing ---------------------------------------------------------------------------------
 
 
-@registry.tool(permission=CREATE_BRANCH)
+@registry.tool(
+    permission=CREATE_BRANCH,
+    examples=[
+        ("Create a branch of dashboard 5", {"dashboard_id": 5}),
+        ("New branch fix-filter on dashboard 7", {"dashboard_id": 7, "name": "fix-filter"}),
+        ("Нужна новая ветка дашборда 8", {"dashboard_id": 8}),
+    ],
+)
 def create_branch(args: BranchArgs, ctx: ToolContext) -> dict[str, Any]:
     """Create a branch of a dashboard, to work on it without touching main. Safe: runs at once.
 
@@ -208,7 +238,16 @@ def create_branch(args: BranchArgs, ctx: ToolContext) -> dict[str, Any]:
     }
 
 
-@registry.tool(permission=DEPLOY, requires_confirmation=True)
+@registry.tool(
+    permission=DEPLOY,
+    requires_confirmation=True,
+    examples=[
+        ("Deploy dashboard 3 to staging", {"dashboard_id": 3, "environment": "staging"}),
+        ("Release dashboard 4 to prod", {"dashboard_id": 4, "environment": "production"}),
+        ("Выкати дашборд 9 в прод", {"dashboard_id": 9, "environment": "production"}),
+        ("Задеплой дашборд 2 на стейджинг", {"dashboard_id": 2, "environment": "staging"}),
+    ],
+)
 def deploy_dashboard(args: DeployArgs, ctx: ToolContext) -> dict[str, Any]:
     """Deploy a dashboard's latest commit on main to staging or production. Waits for the user's approval.
 
@@ -230,7 +269,15 @@ def deploy_dashboard(args: DeployArgs, ctx: ToolContext) -> dict[str, Any]:
     }
 
 
-@registry.tool(permission=EXECUTE_MIGRATION, requires_confirmation=True)
+@registry.tool(
+    permission=EXECUTE_MIGRATION,
+    requires_confirmation=True,
+    examples=[
+        ("Execute the next migration for dashboard 1", {"dashboard_id": 1}),
+        ("Migrate the data model of dashboard 9", {"dashboard_id": 9}),
+        ("Запусти миграцию дашборда 6", {"dashboard_id": 6}),
+    ],
+)
 def execute_migration(args: MigrationArgs, ctx: ToolContext) -> dict[str, Any]:
     """Execute a pending migration of a dashboard's data model. Waits for the user's approval.
 
@@ -250,7 +297,15 @@ def execute_migration(args: MigrationArgs, ctx: ToolContext) -> dict[str, Any]:
     }
 
 
-@registry.tool(permission=COMMIT, requires_confirmation=True)
+@registry.tool(
+    permission=COMMIT,
+    requires_confirmation=True,
+    examples=[
+        ("Commit dashboard 5", {"dashboard_id": 5}),
+        ("Сохрани изменения дашборда 3", {"dashboard_id": 3}),
+        ("Закоммить правки в дашборде 4", {"dashboard_id": 4}),
+    ],
+)
 def commit_changes(args: CommitArgs, ctx: ToolContext) -> dict[str, Any]:
     """Commit a dashboard's uncommitted changes on a branch (main by default). Waits for the user's approval.
 
