@@ -18,7 +18,10 @@ setup: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py load_demo
 
+# daphne serves; the worker that runs slow tools as background jobs runs beside it and stops with it.
 run: setup
+	@$(BIN)/python manage.py db_worker --queue-name tools --interval 0.5 --no-reload & worker=$$!; \
+	trap 'kill $$worker 2>/dev/null' EXIT; \
 	$(BIN)/daphne -b $(HOST) -p $(PORT) agentchat.asgi:application
 
 # The browser tests drive Debian's Chromium (Playwright downloads no browser); it is installed when missing.

@@ -161,6 +161,15 @@ CONFIRMATION_TTL = timedelta(seconds=env_int("CONFIRMATION_TTL", 24 * 60 * 60))
 # Message frames one user may send per minute, over all their sockets on one process.
 WS_MESSAGES_PER_MINUTE = env_int("WS_MESSAGES_PER_MINUTE", 20)
 
+# --- slow tools as background jobs (README "Slow tools") -------------------------------------------
+
+# django-tasks with its database backend: the queue is a table, so the default SQLite setup needs no broker.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["tools"]}}
+# A job whose worker stopped refreshing its heartbeat for this long is taken as lost: retried or failed.
+JOB_HEARTBEAT_TIMEOUT = timedelta(seconds=env_int("JOB_HEARTBEAT_TIMEOUT", 30))
+# How many times a lost job of a tool that needs no confirmation runs in all; a confirmed call never runs twice.
+JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 2)
+
 # --- files (tools/documents; README "Files") ------------------------------------------------------
 
 # 1: a message's images reach the model as image parts (for vision-capable models); 0: as a description.
@@ -194,6 +203,8 @@ INSTALLED_APPS = [
     "rest_framework_simplejwt",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_tasks",
+    "django_tasks_db",
     "conversations",
     "tools",
     "tools.dashboards",

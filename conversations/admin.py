@@ -6,7 +6,7 @@ from django.utils.translation import ngettext
 from agentchat.admin import ReadOnlyAdminMixin
 
 from . import services
-from .models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation
+from .models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
 
 
 class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -83,6 +83,14 @@ class PendingConfirmationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["status", "tool_name", "created_at"]
     search_fields = ["tool_name", "tool_call_id", "conversation__title"]
     list_select_related = ["conversation", "decided_by"]
+
+
+@admin.register(ToolJob)
+class ToolJobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["tool_name", "status", "attempt", "user", "conversation", "created_at", "finished_at"]
+    list_filter = ["status", "tool_name", "created_at"]
+    search_fields = ["tool_name", "tool_call_id", "conversation__id", "user__username"]
+    list_select_related = ["user", "conversation"]
 
 
 @admin.register(Attachment)

@@ -110,6 +110,52 @@ class PendingConfirmation(models.Model):
         return f"{self.tool_name} ({self.status})"
 
 
+class ToolJob(models.Model):
+    """A call of a slow tool, run by the background worker; the run waiting for it reads its outcome here."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", _("queued")
+        RUNNING = "running", _("running")
+        SUCCEEDED = "succeeded", _("succeeded")
+        FAILED = "failed", _("failed")
+        CANCELLED = "cancelled", _("cancelled")
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="tool_jobs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    run_id = models.UUIDField()
+    tool_call_id = models.CharField(max_length=128)
+    tool_name = models.CharField(max_length=128)
+    args = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    # Which attempt is the current one: a worker holding an older attempt can no longer write the outcome.
+    attempt = models.PositiveSmallIntegerField(default=1)
+    max_attempts = models.PositiveSmallIntegerField(default=1)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    reason = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "tool_call_id"], name="tool_job_tool_call_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["conversation"], condition=Q(status__in=["queued", "running"]), name="tool_job_open"),
+        ]
+        verbose_name = _("background tool job")
+        verbose_name_plural = _("background tool jobs")
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.status})"
+
+
 class Attachment(models.Model):
     class Kind(models.TextChoices):
         PDF = "pdf", "PDF"

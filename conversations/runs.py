@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -25,18 +26,21 @@ from agentchat.agent.context import fit_history, truncate_message
 from agentchat.agent.orchestrator import AgentRun, ToolOutcome, call_tool
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ProviderError, get_provider
-from tools.registry import ToolArgumentsError, ToolContext, registry
+from tools.registry import Tool, ToolArgumentsError, ToolContext, registry
 
 from . import selectors, services
 from .api.serializers import MessageSerializer
 from .exceptions import Busy, CheckpointExpired, Invalid, NotFound, RateLimited
-from .models import AuditEvent, Conversation, Message, PendingConfirmation
+from .models import AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
 
 logger = logging.getLogger(__name__)
 
 FLUSH_INTERVAL = 0.3
 SNAPSHOT_TIMEOUT = 2.0
 DECISION_WAIT = 1.0
+# How often a run waiting for a background job looks at it, and when it says that no worker has taken it.
+JOB_POLL_INTERVAL = 0.5
+JOB_WAIT_NOTICE = 10.0
 
 
 def conversation_group(conversation_id) -> str:
@@ -77,6 +81,8 @@ class LiveRun:
     last_assistant_id: int | None = None
     task: asyncio.Task | None = None
     control_channel: str = ""
+    # Calls started and not finished yet, as the snapshot for a joining socket shows their cards.
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     # False once the run's outcome is decided: a late cancel must not interrupt its clean-up.
     cancellable: bool = True
 
@@ -95,6 +101,7 @@ class LiveRun:
             "status": "streaming",
             "content": self.content,
             "seq": self.seq,
+            "tools": list(self.tools.values()),
         }
 
 
@@ -243,17 +250,19 @@ def _request_confirmation(conversation, message_id, call_id, name, args, user) -
     )
 
 
+_tool_context = database_sync_to_async(selectors.tool_context)
+
+
 @database_sync_to_async
-def _tool_context(conversation: Conversation, user, tool) -> ToolContext | None:
-    """What a decided call runs with, as in its round; None when the user may no longer use the tool."""
-    if not tool.permitted(user):
-        return None
-    return ToolContext(
-        user=user,
-        conversation_id=str(conversation.pk),
-        page_context=selectors.last_user_context(conversation),
-        attachments=selectors.files_listed(conversation, user),
+def _enqueue_job(run: LiveRun, tool: Tool, call_id: str, args: dict) -> str:
+    job = services.tool_job_enqueue(
+        conversation=run.conversation, user=run.user, run_id=run.run_id, tool=tool, tool_call_id=call_id, args=args
     )
+    return str(job.pk)
+
+
+_check_job = database_sync_to_async(services.tool_job_check)
+_cancel_job = database_sync_to_async(services.tool_job_cancel)
 
 
 @database_sync_to_async
@@ -302,6 +311,14 @@ def _decided_unexecuted(conversation: Conversation) -> tuple[list[PendingConfirm
     ]
     waiting = selectors.pending_confirmations(conversation).exists()
     return decided, waiting
+
+
+def _job_outcome(job: ToolJob) -> ToolOutcome:
+    if job.status == ToolJob.Status.SUCCEEDED:
+        return ToolOutcome(ok=True, output=job.output)
+    if job.status == ToolJob.Status.CANCELLED:
+        return ToolOutcome(ok=False, error=f"{job.tool_name} was cancelled.")
+    return ToolOutcome(ok=False, error=job.error or f"{job.tool_name} failed.", reason=job.reason or "failed")
 
 
 class RunManager:
@@ -515,6 +532,7 @@ class RunManager:
             system_prompt=system_prompt,
             max_rounds=settings.AGENT_MAX_ROUNDS,
             run_id=run.run_id,
+            execute=functools.partial(self._execute, run),
         )
         async for event in agent.events(trimmed.messages):
             finished = await self._handle(run, event)
@@ -541,8 +559,7 @@ class RunManager:
             run.last_assistant_id, run.message_id, run.content = run.message_id, None, ""
             await self._send(run, frame)
         elif isinstance(event, ev.ToolStart):
-            await _audit(AuditEvent.Kind.TOOL_CALLED, conversation, run.user, {"tool": event.tool, "args": event.input})
-            await self._send(run, event.frame())
+            await self._tool_start(run, event)
         elif isinstance(event, ev.ToolEnd | ev.ToolError):
             await self._tool_result(run, event)
         elif isinstance(event, ev.ConfirmRequired):
@@ -557,7 +574,41 @@ class RunManager:
             await self._send(run, event.frame())
         return None
 
+    async def _tool_start(self, run: LiveRun, event: ev.ToolStart) -> None:
+        await _audit(AuditEvent.Kind.TOOL_CALLED, run.conversation, run.user, {"tool": event.tool, "args": event.input})
+        frame = event.frame()
+        run.tools[event.tool_call_id] = {key: frame[key] for key in ("tool_call_id", "tool", "input", "background")}
+        await self._send(run, frame)
+
+    async def _execute(self, run: LiveRun, tool: Tool, args, ctx: ToolContext, call_id: str) -> ToolOutcome:
+        """Run a call here, or a slow tool's as a job in the worker, waiting for its row to say how it went."""
+        if not tool.in_background:
+            return await call_tool(tool, args, ctx)
+        job_id = await _enqueue_job(run, tool, call_id, args.model_dump(mode="json", by_alias=True))
+        waited, told = 0.0, False
+        try:
+            while True:
+                await asyncio.sleep(JOB_POLL_INTERVAL)
+                waited += JOB_POLL_INTERVAL
+                job = await _check_job(job_id=job_id)
+                if job.status in ToolJob.FINISHED:
+                    return _job_outcome(job)
+                if job.status == ToolJob.Status.QUEUED and waited >= JOB_WAIT_NOTICE and not told:
+                    told = True
+                    await self._send(
+                        run,
+                        {
+                            "type": "notice",
+                            "code": "JOB_WAITING",
+                            "detail": f"{tool.name} is waiting for a background worker to take it.",
+                        },
+                    )
+        except asyncio.CancelledError:
+            await asyncio.shield(_cancel_job(job_id=job_id))
+            raise
+
     async def _tool_result(self, run: LiveRun, event: ev.ToolEnd | ev.ToolError) -> None:
+        run.tools.pop(event.tool_call_id, None)
         is_error = isinstance(event, ev.ToolError)
         frame = await _store_tool_result(
             run.conversation, event.tool_call_id, event.tool, event.content, is_error, run.run_id
@@ -589,15 +640,16 @@ class RunManager:
                 if confirmation.status == PendingConfirmation.Status.EDITED
                 else confirmation.args
             )
-            start = ev.ToolStart(run_id=run.run_id, seq=0, tool_call_id=call_id, tool=name, input=args)
-            await _audit(AuditEvent.Kind.TOOL_CALLED, run.conversation, run.user, {"tool": name, "args": args})
-            await self._send(run, start.frame())
+            start = ev.ToolStart(
+                run_id=run.run_id, seq=0, tool_call_id=call_id, tool=name, input=args, background=tool.in_background
+            )
+            await self._tool_start(run, start)
             try:
                 valid = tool.validate(args)
             except ToolArgumentsError as exc:
                 outcome = ToolOutcome(ok=False, error=str(exc), reason="invalid_arguments")
             else:
-                outcome = await call_tool(tool, valid, ctx)
+                outcome = await self._execute(run, tool, valid, ctx, call_id)
         common = {"run_id": run.run_id, "seq": 0, "tool_call_id": call_id, "tool": name}
         if outcome.ok:
             await self._tool_result(run, ev.ToolEnd(**common, output=outcome.output))

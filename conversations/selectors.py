@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from agentchat.agent.providers import ChatMessage, ImagePart
 from tools.documents.context import FileForModel, catalogue, with_files, with_references
+from tools.registry import Tool, ToolContext
 
-from .models import Attachment, Conversation, Message, PendingConfirmation
+from .models import Attachment, Conversation, Message, PendingConfirmation, ToolJob
 
 IMAGE_KINDS = {Attachment.Kind.PNG, Attachment.Kind.JPEG}
 
@@ -170,6 +171,27 @@ def last_user_context(conversation: Conversation) -> dict:
     return (message.metadata.get("context") or {}) if message else {}
 
 
+def tool_context(conversation: Conversation, user, tool: Tool) -> ToolContext | None:
+    """What a call made outside its round (decided, or in the worker) runs with; None when no longer permitted."""
+    if not tool.permitted(user):
+        return None
+    return ToolContext(
+        user=user,
+        conversation_id=str(conversation.pk),
+        page_context=last_user_context(conversation),
+        attachments=files_listed(conversation, user),
+    )
+
+
+def tools_in_flight(conversation: Conversation) -> list[dict]:
+    """The background jobs not finished yet, as the cards of a live run's snapshot show them."""
+    jobs = conversation.tool_jobs.filter(status__in=[ToolJob.Status.QUEUED, ToolJob.Status.RUNNING])
+    return [
+        {"tool_call_id": job.tool_call_id, "tool": job.tool_name, "input": job.args, "background": True}
+        for job in jobs.order_by("created_at")
+    ]
+
+
 def streaming_snapshot(conversation: Conversation) -> dict | None:
     """The text of a live run as of its last flush, for when its process does not answer in time."""
     conversation.refresh_from_db()
@@ -183,4 +205,5 @@ def streaming_snapshot(conversation: Conversation) -> dict | None:
         "status": "streaming",
         "content": message.content if message else "",
         "seq": 0,
+        "tools": tools_in_flight(conversation),
     }

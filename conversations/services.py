@@ -15,14 +15,14 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from tools.documents import sandbox
 from tools.documents.exceptions import DocumentError, FileTooLarge
 from tools.documents.limits import DEFAULT_LIMITS, MAX_UPLOAD_BYTES, MiB
 
-from .models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation
+from .models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
 
 TITLE_LENGTH = 60
 
@@ -271,6 +271,11 @@ def conversation_recover(*, conversation: Conversation, run_id: str | None = Non
     if run_id:
         messages = messages.filter(metadata__run_id=run_id)
     messages.update(status=Message.Status.INTERRUPTED)
+    # Nobody waits for the dead run's background jobs any more: a queued one need not start.
+    jobs = ToolJob.objects.filter(conversation=conversation, status__in=[ToolJob.Status.QUEUED, ToolJob.Status.RUNNING])
+    if run_id:
+        jobs = jobs.filter(run_id=run_id)
+    jobs.update(status=ToolJob.Status.CANCELLED, error=INTERRUPTED, finished_at=timezone.now())
     dangling_calls_close(
         conversation=conversation, content=INTERRUPTED, run_id=run_id or "", only_that_run=bool(run_id)
     )
@@ -402,6 +407,95 @@ def confirmations_supersede(*, conversation: Conversation, actor) -> list[Messag
             )
         lapsed.append(message)
     return lapsed
+
+
+# --- slow tools: background jobs ------------------------------------------------------------------
+
+WORKER_LOST = "the background worker stopped while running it"
+
+
+@transaction.atomic
+def tool_job_enqueue(*, conversation: Conversation, user, run_id: str, tool, tool_call_id: str, args: dict) -> ToolJob:
+    """Store the job and queue it for the worker in one transaction: both or neither."""
+    from .tasks import run_tool_job  # the task module imports this one
+
+    job = ToolJob.objects.create(
+        conversation=conversation,
+        user=user,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        tool_name=tool.name,
+        args=args,
+        # Running a confirmed call again could repeat what the user approved once.
+        max_attempts=1 if tool.requires_confirmation else settings.JOB_MAX_ATTEMPTS,
+    )
+    run_tool_job.enqueue(str(job.pk), job.attempt)
+    return job
+
+
+def tool_job_start(*, job_id: str, attempt: int) -> bool:
+    """The worker takes the job; False when it was cancelled or another attempt replaced this one."""
+    now = timezone.now()
+    return bool(
+        ToolJob.objects.filter(pk=job_id, status=ToolJob.Status.QUEUED, attempt=attempt).update(
+            status=ToolJob.Status.RUNNING, started_at=now, heartbeat_at=now
+        )
+    )
+
+
+def tool_job_beat(*, job_id: str, attempt: int) -> bool:
+    return bool(
+        ToolJob.objects.filter(pk=job_id, status=ToolJob.Status.RUNNING, attempt=attempt).update(
+            heartbeat_at=timezone.now()
+        )
+    )
+
+
+def tool_job_finish(
+    *, job_id: str, attempt: int, ok: bool, output: Any = None, error: str = "", reason: str = ""
+) -> bool:
+    """Store the outcome, only if this attempt still holds the job (not cancelled, not given up as lost)."""
+    return bool(
+        ToolJob.objects.filter(pk=job_id, status=ToolJob.Status.RUNNING, attempt=attempt).update(
+            status=ToolJob.Status.SUCCEEDED if ok else ToolJob.Status.FAILED,
+            output=_without_nul(output) if ok else None,
+            error=error,
+            reason=reason,
+            finished_at=timezone.now(),
+        )
+    )
+
+
+@transaction.atomic
+def tool_job_check(*, job_id: str) -> ToolJob:
+    """The job as it stands; one whose worker stopped beating is queued again, or failed when out of attempts."""
+    job = ToolJob.objects.get(pk=job_id)
+    stale_before = timezone.now() - settings.JOB_HEARTBEAT_TIMEOUT
+    if job.status != ToolJob.Status.RUNNING or job.heartbeat_at >= stale_before:
+        return job
+    current = ToolJob.objects.filter(pk=job.pk, status=ToolJob.Status.RUNNING, attempt=job.attempt)
+    if job.attempt < job.max_attempts:
+        if current.update(status=ToolJob.Status.QUEUED, attempt=F("attempt") + 1, started_at=None, heartbeat_at=None):
+            from .tasks import run_tool_job
+
+            run_tool_job.enqueue(str(job.pk), job.attempt + 1)
+    else:
+        attempts = "once" if job.attempt == 1 else f"{job.attempt} times"
+        current.update(
+            status=ToolJob.Status.FAILED,
+            error=f"{job.tool_name} failed: {WORKER_LOST} (tried {attempts}).",
+            reason="failed",
+            finished_at=timezone.now(),
+        )
+    job.refresh_from_db()
+    return job
+
+
+def tool_job_cancel(*, job_id: str) -> None:
+    """A queued job will not start; a running one's outcome is dropped (the tool itself runs on to its end)."""
+    ToolJob.objects.filter(pk=job_id, status__in=[ToolJob.Status.QUEUED, ToolJob.Status.RUNNING]).update(
+        status=ToolJob.Status.CANCELLED, finished_at=timezone.now()
+    )
 
 
 # --- attachments ----------------------------------------------------------------------------------

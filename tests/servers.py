@@ -57,6 +57,18 @@ _BOOT = (
     "CommandLineInterface.entrypoint()"
 )
 
+# `python -c WORKER_BOOT <callables> <worker args…>`: call each `module.function` once Django is set up (e.g. to
+# register test tools on the global registry), then run the background worker of slow tools.
+_WORKER_BOOT = (
+    "import importlib, sys, django; "
+    "calls = sys.argv.pop(1); "
+    "django.setup(); "
+    "[getattr(importlib.import_module(name.rpartition('.')[0]), name.rpartition('.')[2])() "
+    "for name in calls.split(',') if name]; "
+    "from django.core.management import execute_from_command_line; "
+    "execute_from_command_line(['manage.py', 'db_worker', *sys.argv[1:]])"
+)
+
 _running: set[DaphneProcess] = set()
 
 
@@ -261,6 +273,41 @@ class DaphneProcess:
         status, body = self.request("GET", path, token=token)
         assert status == 200, (status, body)
         return body
+
+
+class WorkerProcess(DaphneProcess):
+    """The background worker of slow tools (`manage.py db_worker`); `calls` run in it before it starts."""
+
+    def __init__(self, env: dict[str, str], *, calls=(), log_dir: Path | str | None = None, name: str = "worker"):
+        super().__init__(env, log_dir=log_dir, name=name)
+        self.calls = tuple(calls)
+
+    def __repr__(self) -> str:
+        return f"<WorkerProcess {self.name} pid={self.pid}>"
+
+    def command(self) -> list[str]:
+        worker_args = ["--queue-name", "tools", "--interval", "0.1", "--no-startup-delay", "--no-reload"]
+        return [sys.executable, "-c", _WORKER_BOOT, ",".join(self.calls), *worker_args]
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> WorkerProcess:
+        deadline = time.monotonic() + timeout
+        while "Starting worker" not in self.tail(200):
+            if not self.running():
+                raise DaphneStartError(f"{self} exited with {self.process and self.process.returncode}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise DaphneStartError(f"{self} did not start within {timeout:g} s:\n{self.tail()}")
+            time.sleep(0.05)
+        return self
+
+
+def start_worker(
+    env_overrides: dict[str, str] | None = None, *, calls=(), log_dir: Path | str | None = None, name: str = "worker"
+) -> WorkerProcess:
+    """A background worker on the test database, started and ready to take jobs."""
+    worker = WorkerProcess(server_env(env_overrides), calls=calls, log_dir=log_dir, name=name)
+    worker.spawn()
+    return worker.wait_ready()
 
 
 def _launch(processes: list[DaphneProcess], timeout: float, attempts: int = 3) -> None:

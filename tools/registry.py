@@ -27,6 +27,8 @@ from agentchat.agent.providers.base import ToolExample
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30.0
+# A tool allowed to take longer than this runs as a background job, as does one declared `slow`.
+BACKGROUND_AFTER = 30.0
 
 
 @dataclass
@@ -73,6 +75,7 @@ class Tool:
     requires_confirmation: bool = False
     permission: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    slow: bool = False
     # Typical requests with the arguments they call for, e.g. ("Deploy dashboard 3 to staging", {...}); left out of
     # comparisons and the hash (the arguments are dicts), so a Tool stays hashable.
     examples: tuple[tuple[str, dict[str, Any]], ...] = field(default=(), compare=False)
@@ -84,6 +87,10 @@ class Tool:
         if self.examples:
             schema["examples"] = [ToolExample(request=request, args=dict(args)) for request, args in self.examples]
         return schema
+
+    @property
+    def in_background(self) -> bool:
+        return self.slow or self.timeout > BACKGROUND_AFTER
 
     def permitted(self, user) -> bool:
         return self.permission is None or (user is not None and user.has_perm(self.permission))
@@ -178,9 +185,12 @@ class ToolRegistry:
         requires_confirmation: bool = False,
         permission: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        slow: bool = False,
         examples: Iterable[tuple[str, dict[str, Any]]] = (),
     ):
         """Register `func(args: Model, ctx: ToolContext)`; its docstring is the description the model reads.
+
+        A `slow` tool, or one whose `timeout` is over BACKGROUND_AFTER, runs as a background job in the worker.
 
         `examples` are typical requests with their arguments (checked against the model here); small models
         are shown the ones most like what the user asked.
@@ -210,6 +220,7 @@ class ToolRegistry:
                     requires_confirmation=requires_confirmation,
                     permission=permission,
                     timeout=timeout,
+                    slow=slow,
                     examples=examples,
                 )
             )

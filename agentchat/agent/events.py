@@ -42,6 +42,8 @@ class ToolStart(RunEvent):
     tool_call_id: str
     tool: str
     input: dict[str, Any]
+    # A slow tool: it runs as a job in the background worker, and the run waits for it.
+    background: bool = False
 
 
 @dataclass(kw_only=True)

@@ -8,7 +8,7 @@ Resuming after a confirmation is running again on a history that holds the decis
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +52,14 @@ async def call_tool(tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcom
     return ToolOutcome(ok=True, output=output)
 
 
+# How a validated call is carried out: call_tool here and now, or (in the run layer) a slow tool as a job.
+Execute = Callable[[Tool, BaseModel, ToolContext, str], Awaitable[ToolOutcome]]
+
+
+async def call_here(tool: Tool, args: BaseModel, ctx: ToolContext, tool_call_id: str) -> ToolOutcome:
+    return await call_tool(tool, args, ctx)
+
+
 class AgentRun:
     def __init__(
         self,
@@ -64,6 +72,7 @@ class AgentRun:
         max_rounds: int = 8,
         run_id: str | None = None,
         seq: int = 0,
+        execute: Execute = call_here,
     ):
         self.provider = provider
         self.tools = {tool.name: tool for tool in tools}
@@ -73,6 +82,7 @@ class AgentRun:
         self.max_rounds = max_rounds
         self.run_id = run_id or str(uuid.uuid4())
         self.seq = seq
+        self.execute = execute
 
     def _event(self, cls: type[RunEvent], **fields) -> RunEvent:
         self.seq += 1
@@ -157,8 +167,10 @@ class AgentRun:
                 if tool.requires_confirmation:
                     yield self._event(ConfirmRequired, tool_call_id=call_id, tool=name, input=call["args"])
                     return
-                yield self._event(ToolStart, tool_call_id=call_id, tool=name, input=call["args"])
-                outcome = await call_tool(tool, args, self.ctx)
+                yield self._event(
+                    ToolStart, tool_call_id=call_id, tool=name, input=call["args"], background=tool.in_background
+                )
+                outcome = await self.execute(tool, args, self.ctx, call_id)
         if outcome.ok:
             result = self._event(ToolEnd, tool_call_id=call_id, tool=name, output=outcome.output)
         else:

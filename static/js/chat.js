@@ -108,10 +108,12 @@ const NOTICES = {
   CONTEXT_TRIMMED: () => gettext("Older messages were left out so that the conversation fits what the model can read."),
   MESSAGE_TRUNCATED: () => gettext("Your message was too long and was shortened."),
   PROVIDER_RETRY: () => gettext("The model's answer could not be used, so it was asked again."),
+  JOB_WAITING: () => gettext("A slow tool is waiting for the background worker. Is the worker running?"),
 };
 
 const TOOL_STATES = {
   running: () => gettext("Running…"),
+  background: () => gettext("Running in the background…"),
   waiting: () => gettext("Waiting for your approval"),
   ok: () => gettext("Done"),
   error: () => gettext("Failed"),
@@ -351,6 +353,9 @@ class Chat {
       bubble.item.classList.toggle("thinking", !run.content);
     }
     if (!run) this.finishStreaming();
+    for (const call of run?.tools || []) {
+      this.setCardState(this.toolCard(call.tool_call_id, call.tool, call.input), call.background ? "background" : "running");
+    }
     this.syncConfirmations(frame.pending_confirmations || []);
     this.syncing = false;
     const queued = this.queue;
@@ -415,7 +420,7 @@ class Chat {
       case "tool_start": {
         const card = this.toolCard(frame.tool_call_id, frame.tool, frame.input);
         this.setCardInput(card, frame.input);
-        this.setCardState(card, "running");
+        this.setCardState(card, frame.background ? "background" : "running");
         this.removeConfirmation(frame.tool_call_id);
         break;
       }

@@ -136,3 +136,24 @@ def test_names_are_unique(registry):
         @registry.tool(name="purge")
         def another(args: NoArgs, ctx: ToolContext) -> str:
             """Another purge."""
+
+
+def test_a_tool_declared_slow_or_allowed_over_30_seconds_runs_in_the_background():
+    registry = ToolRegistry()
+
+    @registry.tool(slow=True)
+    def rebuild_index(args: NoArgs, ctx: ToolContext) -> str:
+        """Rebuild the search index."""
+        return "done"
+
+    @registry.tool(timeout=31)
+    def export_all(args: NoArgs, ctx: ToolContext) -> str:
+        """Export every dashboard."""
+        return "done"
+
+    @registry.tool(timeout=30)
+    def quick_export(args: NoArgs, ctx: ToolContext) -> str:
+        """Export one dashboard."""
+        return "done"
+
+    assert [tool.name for tool in registry.all() if tool.in_background] == ["rebuild_index", "export_all"]
