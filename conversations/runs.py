@@ -126,13 +126,15 @@ class MessageLimiter:
 # --- database steps, each one short, in the database thread ----------------------------------------
 
 
-@database_sync_to_async
-def _claim(conversation: Conversation) -> str | None:
+def _take_gate(conversation: Conversation) -> str | None:
     run_id = services.conversation_run_claim(conversation=conversation)
     if run_id is None:
         return None
     services.conversation_recover(conversation=conversation)
     return str(run_id)
+
+
+_claim = database_sync_to_async(_take_gate)
 
 
 @database_sync_to_async
@@ -145,7 +147,6 @@ def _heartbeat(conversation: Conversation, run_id: str) -> bool:
     return services.conversation_run_heartbeat(conversation=conversation, run_id=run_id)
 
 
-@database_sync_to_async
 def _store_user_message(
     conversation, user, content, client_id, attachments, context, original_length
 ) -> tuple[bool, list[dict[str, Any]]]:
@@ -167,13 +168,44 @@ def _store_user_message(
     return created, [*(message_frame(tool_message) for tool_message in lapsed), message_frame(message, client_id)]
 
 
-@database_sync_to_async
 def _existing_message(conversation, client_id) -> dict[str, Any] | None:
     """The echo of a message already stored under this client_id, if there is one."""
     if not client_id:
         return None
     message = conversation.messages.filter(client_id=client_id).first()
     return message_frame(message, client_id) if message else None
+
+
+@database_sync_to_async
+def _intake(conversation: Conversation, client_id) -> dict[str, Any] | None:
+    """The echo of a message sent before under this client_id; else None, with the conversation read afresh."""
+    if echo := _existing_message(conversation, client_id):
+        return echo
+    conversation.refresh_from_db()
+    return None
+
+
+@database_sync_to_async
+def _open_run(conversation, user, content, client_id, attachments, context, original_length):
+    """Take the gate and store the message in one trip: (run_id, created, frames).
+
+    run_id is None when another run holds the gate; frames then hold the echo of this very message if another
+    tab sent it at the same moment (it is that tab's run).
+    """
+    run_id = _take_gate(conversation)
+    if run_id is None:
+        echo = _existing_message(conversation, client_id)
+        return None, False, [echo] if echo else []
+    try:
+        created, frames = _store_user_message(
+            conversation, user, content, client_id, attachments, context, original_length
+        )
+    except BaseException:
+        services.conversation_run_release(conversation=conversation, run_id=run_id)
+        raise
+    if not created:
+        services.conversation_run_release(conversation=conversation, run_id=run_id)
+    return run_id, created, frames
 
 
 @database_sync_to_async
@@ -188,8 +220,7 @@ def _owned_attachments(conversation, user, ids) -> list:
 FILE_SHARE = 0.5
 
 
-@database_sync_to_async
-def _prepare(conversation: Conversation, user) -> tuple[list, list, str, dict, list]:
+def _round_inputs(conversation: Conversation, user) -> tuple[list, list, str, dict, list]:
     history = selectors.provider_history(
         conversation, file_tokens=int(settings.CONTEXT_TOKEN_BUDGET * FILE_SHARE), vision=settings.LLM_VISION
     )
@@ -201,6 +232,27 @@ def _prepare(conversation: Conversation, user) -> tuple[list, list, str, dict, l
 @database_sync_to_async
 def _audit(kind: str, conversation: Conversation, user, data: dict) -> None:
     services.audit_record(kind=kind, actor=user, conversation=conversation, data=data)
+
+
+_prepare = database_sync_to_async(_round_inputs)
+
+
+@database_sync_to_async
+def _begin(conversation: Conversation, user, run_id: str) -> tuple[list[PendingConfirmation], bool, int | None, Any]:
+    """A run's first steps in one trip to the database thread, which every run of the process shares.
+
+    Returns the decisions to carry out first, whether one is still awaited, and, when there is nothing to carry
+    out, the answer's row (it exists from the start) and the inputs of the first round. After a decision the
+    tool's result must come first, so those wait.
+    """
+    services.audit_record(
+        kind=AuditEvent.Kind.RUN_STARTED, actor=user, conversation=conversation, data={"run_id": run_id}
+    )
+    decided, waiting = _decided_unexecuted(conversation)
+    if decided or waiting:
+        return decided, waiting, None, None
+    message_id = services.assistant_message_start(conversation=conversation, run_id=run_id).pk
+    return decided, waiting, message_id, _round_inputs(conversation, user)
 
 
 @database_sync_to_async
@@ -294,7 +346,6 @@ def _is_pending(confirmation: PendingConfirmation) -> bool:
     )
 
 
-@database_sync_to_async
 def _decided_unexecuted(conversation: Conversation) -> tuple[list[PendingConfirmation], bool]:
     """Decisions whose tool has no result yet, and whether any decision is still awaited."""
     answered = set(conversation.messages.filter(role=Message.Role.TOOL).values_list("tool_call_id", flat=True))
@@ -366,9 +417,8 @@ class RunManager:
 
         A client_id seen before stores and answers nothing: the earlier message's echo is returned instead.
         """
-        if echo := await _existing_message(conversation, client_id):
+        if echo := await _intake(conversation, client_id):
             return echo
-        await database_sync_to_async(conversation.refresh_from_db)()
         if conversation.is_archived:
             raise Invalid("This conversation is archived. Restore it to continue.")
         if not content.strip():
@@ -377,21 +427,12 @@ class RunManager:
             raise RateLimited("You are sending messages too fast. Wait a moment and try again.")
         attachments = await _owned_attachments(conversation, user, attachment_ids) if attachment_ids else []
         text, truncated = truncate_message(content)
-        run_id = await _claim(conversation)
-        if run_id is None:
-            # The same message sent from two tabs at once: the other one is storing and answering it.
-            if echo := await _existing_message(conversation, client_id):
-                return echo
+        run_id, created, frames = await _open_run(
+            conversation, user, text, client_id, attachments, context or {}, len(content) if truncated else 0
+        )
+        if run_id is None and not frames:
             raise Busy("A run is already going on in this conversation. Wait for it to finish or stop it.")
-        try:
-            created, frames = await _store_user_message(
-                conversation, user, text, client_id, attachments, context or {}, len(content) if truncated else 0
-            )
-        except BaseException:
-            await _release(conversation, run_id)
-            raise
         if not created:
-            await _release(conversation, run_id)
             return frames[-1]
         run = LiveRun(run_id=run_id, conversation=conversation, user=user)
         await self._listen_for(run)
@@ -471,13 +512,9 @@ class RunManager:
         helpers = [asyncio.create_task(self._keep_alive(run)), asyncio.create_task(self._flush_periodically(run))]
         status, error = "failed", ""
         try:
-            await _audit(AuditEvent.Kind.RUN_STARTED, conversation, user, {"run_id": run.run_id})
-            decided, waiting = await _decided_unexecuted(conversation)
-            if not decided:
-                # The answer's row exists from the start; after a decision the tool's result must come first.
-                run.message_id = await _start_message(conversation, run.run_id)
+            decided, waiting, run.message_id, inputs = await _begin(conversation, user, run.run_id)
             await self._send(run, {"type": "run_started", "message_id": run.message_id})
-            status, error = await self._steps(run, decided, waiting)
+            status, error = await self._steps(run, decided, waiting, inputs)
             run.cancellable = False
         except asyncio.CancelledError:
             status = "cancelled"
@@ -498,7 +535,7 @@ class RunManager:
         await self._send(run, {"type": "run_finished", "status": status, "message_id": run.last_assistant_id})
         await _audit(AuditEvent.Kind.RUN_FINISHED, conversation, user, {"run_id": run.run_id, "status": status})
 
-    async def _steps(self, run: LiveRun, decided: list[PendingConfirmation], waiting: bool) -> tuple[str, str]:
+    async def _steps(self, run: LiveRun, decided: list[PendingConfirmation], waiting: bool, inputs) -> tuple[str, str]:
         """Carry out decided confirmations, then rounds with the provider. Returns (status, error)."""
         for confirmation in decided:
             await self._carry_out(run, confirmation)
@@ -506,7 +543,7 @@ class RunManager:
             await self._end_message(run)
             return "awaiting_confirmation", ""
 
-        history, tools, system_prompt, context, files = await _prepare(run.conversation, run.user)
+        history, tools, system_prompt, context, files = inputs or await _prepare(run.conversation, run.user)
         trimmed = fit_history(history, budget=settings.CONTEXT_TOKEN_BUDGET, system_prompt=system_prompt)
         if trimmed.dropped:
             await self._send(

@@ -269,7 +269,7 @@ class QueryArgs(BaseModel):
     offset: int = Field(0, ge=0, description="Rows (or groups) to skip first, for the next page.")
 
 
-@registry.tool(timeout=60)
+@registry.tool(timeout=30)
 def query_table(args: QueryArgs, ctx: ToolContext) -> str:
     """Filter, group and aggregate the rows of an attached spreadsheet (XLSX) or CSV, over all its rows.
 
