@@ -128,10 +128,7 @@ class MessageLimiter:
 
 def _take_gate(conversation: Conversation) -> str | None:
     run_id = services.conversation_run_claim(conversation=conversation)
-    if run_id is None:
-        return None
-    services.conversation_recover(conversation=conversation)
-    return str(run_id)
+    return None if run_id is None else str(run_id)
 
 
 _claim = database_sync_to_async(_take_gate)

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from tools.documents import sandbox
@@ -122,9 +122,10 @@ def message_append(
             message = Message.objects.create(
                 conversation=conversation, role=role, content=content, client_id=client_id or None, **fields
             )
-            if role == Message.Role.USER and not conversation.title:
-                conversation.title = title_from_text(content)
-            conversation.save(update_fields=["title", "updated_at"])
+            # A person's message moves the conversation up; the rest of a run moves it when the run ends (release).
+            if role == Message.Role.USER:
+                conversation.title = conversation.title or title_from_text(content)
+                conversation.save(update_fields=["title", "updated_at"])
             if role == Message.Role.USER:
                 audit_record(
                     kind=AuditEvent.Kind.MESSAGE_SENT,
@@ -143,14 +144,21 @@ def message_append(
 
 
 def conversation_run_claim(*, conversation: Conversation) -> uuid.UUID | None:
-    """Take the one-run gate atomically, unless a live run holds it; None when one does."""
+    """Take the one-run gate atomically, unless a live run holds it; None when one does.
+
+    Taking it over from a run whose heartbeat lapsed (its process died) tidies what that run left behind.
+    """
     run_id = uuid.uuid4()
     now = timezone.now()
-    stale_before = now - settings.RUN_HEARTBEAT_TIMEOUT
-    taken = Conversation.objects.filter(
-        Q(active_run_id__isnull=True) | Q(active_run_heartbeat__lt=stale_before), pk=conversation.pk
-    ).update(active_run_id=run_id, active_run_since=now, active_run_heartbeat=now)
-    return run_id if taken else None
+    claim = {"active_run_id": run_id, "active_run_since": now, "active_run_heartbeat": now}
+    conversations = Conversation.objects.filter(pk=conversation.pk)
+    if conversations.filter(active_run_id__isnull=True).update(**claim):
+        return run_id
+    with transaction.atomic():
+        if not conversations.filter(active_run_heartbeat__lt=now - settings.RUN_HEARTBEAT_TIMEOUT).update(**claim):
+            return None
+        conversation_recover(conversation=conversation)
+    return run_id
 
 
 def conversation_run_heartbeat(*, conversation: Conversation, run_id: uuid.UUID) -> bool:
@@ -164,7 +172,7 @@ def conversation_run_heartbeat(*, conversation: Conversation, run_id: uuid.UUID)
 
 def conversation_run_release(*, conversation: Conversation, run_id: uuid.UUID) -> None:
     Conversation.objects.filter(pk=conversation.pk, active_run_id=run_id).update(
-        active_run_id=None, active_run_since=None, active_run_heartbeat=None
+        active_run_id=None, active_run_since=None, active_run_heartbeat=None, updated_at=timezone.now()
     )
 
 
