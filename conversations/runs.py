@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers, get_channel_layer
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from agentchat.agent import events as ev
@@ -38,6 +41,10 @@ logger = logging.getLogger(__name__)
 FLUSH_INTERVAL = 0.3
 SNAPSHOT_TIMEOUT = 2.0
 DECISION_WAIT = 1.0
+# How long a run that failed keeps trying to store how it ended while the database is unreachable.
+STORE_RETRY_FOR = 10.0
+# Seconds between a run's tries to join its control group again after the channel layer failed.
+LAYER_RETRY = 0.5
 # How often a run waiting for a background job looks at it, and when it says that no worker has taken it.
 JOB_POLL_INTERVAL = 0.5
 JOB_WAIT_NOTICE = 10.0
@@ -49,6 +56,24 @@ def conversation_group(conversation_id) -> str:
 
 def control_group(conversation_id) -> str:
     return f"chat.{conversation_id}.control"
+
+
+DATABASE_UNREACHABLE = (OperationalError, InterfaceError)
+
+
+async def _retrying(step, *args):
+    """A write that must land, tried again with a short backoff while the database is unreachable."""
+    deadline = time.monotonic() + STORE_RETRY_FOR
+    pause = 0.1
+    while True:
+        try:
+            return await step(*args)
+        except DATABASE_UNREACHABLE:
+            if time.monotonic() + pause > deadline:
+                raise
+            logger.warning("the database is unreachable; trying again in %.1f s", pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
 
 def message_frame(message: Message, client_id: str | None = None) -> dict[str, Any]:
@@ -85,6 +110,8 @@ class LiveRun:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     # False once the run's outcome is decided: a late cancel must not interrupt its clean-up.
     cancellable: bool = True
+    after_decision: bool = False
+    frames_lost: int = 0
 
     def stop(self) -> None:
         if self.cancellable and self.task is not None:
@@ -235,7 +262,9 @@ _prepare = database_sync_to_async(_round_inputs)
 
 
 @database_sync_to_async
-def _begin(conversation: Conversation, user, run_id: str) -> tuple[list[PendingConfirmation], bool, int | None, Any]:
+def _begin(
+    conversation: Conversation, user, run_id: str, after_decision: bool
+) -> tuple[list[PendingConfirmation], bool, int | None, Any]:
     """A run's first steps in one trip to the database thread, which every run of the process shares.
 
     Returns the decisions to carry out first, whether one is still awaited, and, when there is nothing to carry
@@ -245,7 +274,9 @@ def _begin(conversation: Conversation, user, run_id: str) -> tuple[list[PendingC
     services.audit_record(
         kind=AuditEvent.Kind.RUN_STARTED, actor=user, conversation=conversation, data={"run_id": run_id}
     )
-    decided, waiting = _decided_unexecuted(conversation)
+    # A run started by a message has nothing to carry out: the message superseded what was pending, and what
+    # a dead run left decided was closed when its gate was taken over.
+    decided, waiting = _decided_unexecuted(conversation) if after_decision else ([], False)
     if decided or waiting:
         return decided, waiting, None, None
     message_id = services.assistant_message_start(conversation=conversation, run_id=run_id).pk
@@ -361,6 +392,51 @@ def _decided_unexecuted(conversation: Conversation) -> tuple[list[PendingConfirm
     return decided, waiting
 
 
+async def _read_ahead(events: AsyncIterator[ev.RunEvent]) -> AsyncIterator[ev.RunEvent]:
+    """The run's events, read in a task of their own while the last one is being handled.
+
+    The tokens that arrived meanwhile go on as one: a busy process sends fewer, larger frames instead of
+    falling behind, and an idle one sends each token as it comes, as before.
+    """
+    ready: collections.deque[ev.RunEvent] = collections.deque()
+    arrived = asyncio.Event()
+    ended: list[BaseException | None] = []
+
+    async def read() -> None:
+        try:
+            async for event in events:
+                ready.append(event)
+                arrived.set()
+        except BaseException as exc:
+            ended.append(exc)
+            raise
+        else:
+            ended.append(None)
+        finally:
+            arrived.set()
+
+    reader = asyncio.create_task(read())
+    try:
+        while True:
+            await arrived.wait()
+            arrived.clear()
+            while ready:
+                event = ready.popleft()
+                if isinstance(event, ev.Token):
+                    deltas = [event.delta]
+                    while ready and isinstance(ready[0], ev.Token):
+                        deltas.append(ready.popleft().delta)
+                    event = replace(event, delta="".join(deltas))
+                yield event
+            if ended:
+                if ended[0] is not None and not isinstance(ended[0], asyncio.CancelledError):
+                    raise ended[0]
+                return
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+
+
 def _job_outcome(job: ToolJob) -> ToolOutcome:
     if job.status == ToolJob.Status.SUCCEEDED:
         return ToolOutcome(ok=True, output=job.output)
@@ -394,9 +470,20 @@ class RunManager:
         return self._control_layer
 
     async def _send(self, run: LiveRun, frame: dict[str, Any]) -> None:
-        """Fan a frame out to every socket of the conversation, numbered in the order it is sent."""
+        """Fan a frame out to every socket of the conversation, numbered in the order it is sent.
+
+        A channel layer that fails (Redis restarting) loses the frame, not the run: the sockets lose their
+        layer too and close, and the page reconnects and loads from the database what it missed.
+        """
         frame = {**frame, "run_id": run.run_id, "seq": run.next_seq()}
-        await self.layer.group_send(conversation_group(run.conversation.pk), {"type": "run.event", "frame": frame})
+        try:
+            await self.layer.group_send(conversation_group(run.conversation.pk), {"type": "run.event", "frame": frame})
+        except Exception:
+            run.frames_lost += 1
+            if run.frames_lost == 1:
+                logger.warning(
+                    "run %s: the channel layer failed; its frames are lost meanwhile", run.run_id, exc_info=True
+                )
 
     # --- the ways in ---------------------------------------------------------------------------
 
@@ -479,7 +566,7 @@ class RunManager:
         if not await _decide(confirmation, user, decision, args, reason):
             await _release(conversation, run_id)
             raise CheckpointExpired("This confirmation was already decided, replaced or has expired.")
-        run = LiveRun(run_id=run_id, conversation=conversation, user=user)
+        run = LiveRun(run_id=run_id, conversation=conversation, user=user, after_decision=True)
         await self._listen_for(run)
         self._launch(run)
 
@@ -509,28 +596,38 @@ class RunManager:
         helpers = [asyncio.create_task(self._keep_alive(run)), asyncio.create_task(self._flush_periodically(run))]
         status, error = "failed", ""
         try:
-            decided, waiting, run.message_id, inputs = await _begin(conversation, user, run.run_id)
+            decided, waiting, run.message_id, inputs = await _begin(conversation, user, run.run_id, run.after_decision)
             await self._send(run, {"type": "run_started", "message_id": run.message_id})
             status, error = await self._steps(run, decided, waiting, inputs)
             run.cancellable = False
         except asyncio.CancelledError:
             status = "cancelled"
+            run.cancellable = False
             await self._stop(run, content=services.CANCELLED_BY_USER, message_status=Message.Status.INTERRUPTED)
         except Exception:
             logger.exception("run %s failed", run.run_id)
             status, error = "failed", "Something went wrong on our side while answering."
+            run.cancellable = False
             await self._stop(run, content=services.INTERRUPTED, message_status=Message.Status.FAILED)
         finally:
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
             await self._stop_listening(run, listener)
-            await _release(conversation, run.run_id)
+            try:
+                await _retrying(_release, conversation, run.run_id)
+            except DATABASE_UNREACHABLE:
+                logger.error("run %s could not release its conversation; its heartbeat will lapse", run.run_id)
             self.live.pop(run.run_id, None)
         if status == "failed":
             await self._send(run, {"type": "error", "code": "PROVIDER_ERROR", "message": error})
         await self._send(run, {"type": "run_finished", "status": status, "message_id": run.last_assistant_id})
-        await _audit(AuditEvent.Kind.RUN_FINISHED, conversation, user, {"run_id": run.run_id, "status": status})
+        try:
+            await _retrying(
+                _audit, AuditEvent.Kind.RUN_FINISHED, conversation, user, {"run_id": run.run_id, "status": status}
+            )
+        except DATABASE_UNREACHABLE:
+            logger.error("run %s finished %s; the database was unreachable to audit it", run.run_id, status)
 
     async def _steps(self, run: LiveRun, decided: list[PendingConfirmation], waiting: bool, inputs) -> tuple[str, str]:
         """Carry out decided confirmations, then rounds with the provider. Returns (status, error)."""
@@ -568,10 +665,11 @@ class RunManager:
             run_id=run.run_id,
             execute=functools.partial(self._execute, run),
         )
-        async for event in agent.events(trimmed.messages):
-            finished = await self._handle(run, event)
-            if finished is not None:
-                return finished
+        async with contextlib.aclosing(_read_ahead(agent.events(trimmed.messages))) as events:
+            async for event in events:
+                finished = await self._handle(run, event)
+                if finished is not None:
+                    return finished
         return "failed", "The run ended without an answer."
 
     async def _handle(self, run: LiveRun, event: ev.RunEvent) -> tuple[str, str] | None:
@@ -705,17 +803,24 @@ class RunManager:
         run.message_id, run.content, run.dirty = None, "", False
 
     async def _stop(self, run: LiveRun, *, content: str, message_status: str) -> None:
-        """After a cancel or a crash: partial text kept, every call left without a result told why."""
+        """After a cancel or a crash: partial text kept, every call left without a result told why.
+
+        The crash may be the database going away: its writes are tried again for a while, and should it
+        stay away, the next run that takes the gate after this one's heartbeat lapses tidies up instead.
+        """
         run.dirty = False
-        if run.message_id is not None and run.content:
-            frame = await _save_message(run.message_id, run.content, message_status)
-            run.last_assistant_id = run.message_id
-            await self._send(run, frame)
-        elif run.message_id is not None:
-            await _discard_message(run.message_id)
-        run.message_id, run.content, run.dirty = None, "", False
-        for frame in await _close_dangling(run.conversation, content, run.run_id):
-            await self._send(run, frame)
+        try:
+            if run.message_id is not None and run.content:
+                frame = await _retrying(_save_message, run.message_id, run.content, message_status)
+                run.last_assistant_id = run.message_id
+                await self._send(run, frame)
+            elif run.message_id is not None:
+                await _retrying(_discard_message, run.message_id)
+            run.message_id, run.content, run.dirty = None, "", False
+            for frame in await _retrying(_close_dangling, run.conversation, content, run.run_id):
+                await self._send(run, frame)
+        except DATABASE_UNREACHABLE:
+            logger.error("run %s could not store how it ended: the database stayed unreachable", run.run_id)
 
     # --- the helpers beside a run ----------------------------------------------------------------
 
@@ -737,25 +842,40 @@ class RunManager:
                 return
 
     async def _listen(self, run: LiveRun) -> None:
+        group = control_group(run.conversation.pk)
         try:
             while True:
-                message = await self.control_layer.receive(run.control_channel)
+                try:
+                    message = await self.control_layer.receive(run.control_channel)
+                    if message["type"] == "run.snapshot":
+                        await self.layer.send(message["reply_to"], {"type": "run.snapshot", "run": run.snapshot()})
+                except Exception:
+                    # A restarted Redis has forgotten the group: join it again, so a cancel still reaches the run.
+                    logger.warning("run %s: the channel layer failed; listening again", run.run_id, exc_info=True)
+                    await self._join_again(group, run.control_channel)
+                    continue
                 if message["type"] == "run.cancel":
                     run.stop()
-                elif message["type"] == "run.snapshot":
-                    await self.layer.send(message["reply_to"], {"type": "run.snapshot", "run": run.snapshot()})
                 elif message["type"] == "run.done":
                     return
         finally:
-            await self.control_layer.group_discard(control_group(run.conversation.pk), run.control_channel)
+            with contextlib.suppress(Exception):
+                await self.control_layer.group_discard(group, run.control_channel)
+
+    async def _join_again(self, group: str, channel: str) -> None:
+        while True:
+            await asyncio.sleep(LAYER_RETRY)
+            with contextlib.suppress(Exception):
+                await self.control_layer.group_add(group, channel)
+                return
 
     async def _stop_listening(self, run: LiveRun, listener: asyncio.Task) -> None:
         """End the listener by a message rather than a cancel: on channels_redis a cancelled receive can
         swallow or hold up messages for the other receivers of the same layer object (the other runs)."""
-        await self.control_layer.send(run.control_channel, {"type": "run.done"})
         try:
+            await self.control_layer.send(run.control_channel, {"type": "run.done"})
             await asyncio.wait_for(asyncio.shield(listener), timeout=5)
-        except TimeoutError:
+        except Exception:  # the layer is down, or the wait timed out: nothing else would end the listener
             listener.cancel()
 
 

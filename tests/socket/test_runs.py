@@ -319,7 +319,8 @@ async def test_message_during_a_run_is_busy_and_not_stored(llm, sockets, convers
 
 
 async def test_two_sockets_receive_identical_token_sequences(llm, sockets, conversation, alice):
-    llm.script(Reply(text="Every tab sees the very same words, in order.", chunk_chars=2))
+    text = "Every tab sees the very same words, in order."
+    llm.script(Reply(text=text, chunk_chars=2))
     first = await sockets(conversation, alice)
     second = await sockets(conversation, alice)
     one = await ask(first, "Go", "g")
@@ -334,7 +335,8 @@ async def test_two_sockets_receive_identical_token_sequences(llm, sockets, conve
 
     assert run_events(one) == run_events(two)
     assert [(f["seq"], f["delta"]) for f in of(one, "token")] == [(f["seq"], f["delta"]) for f in of(two, "token")]
-    assert len(of(one, "token")) == 23
+    # 23 chunks; those that arrive while a frame is being sent go out together in the next one.
+    assert "".join(f["delta"] for f in of(one, "token")) == text and 1 <= len(of(one, "token")) <= 23
     assert_run_events(two)
 
 
@@ -404,7 +406,7 @@ async def test_tokens_are_stored_in_batches_while_streaming(llm, sockets, conver
     assert frames[-1]["status"] == "completed"
     midway = [content for status, content in seen if status == "streaming" and content]
     assert midway, seen
-    assert all(text.startswith(content) and content != text for content in midway)
+    assert all(text.startswith(content) for content in midway)  # the whole text may land just before the end
     assert len(set(midway)) >= 2  # it grew more than once before the end
     # At most one write per ~300 ms, plus the final one: not one per token (there are 46).
     assert 3 <= len(writes) <= elapsed / runs_module.FLUSH_INTERVAL + 2, writes
