@@ -1,7 +1,7 @@
 """Slow tools for tests/socket/test_background_jobs.py.
 
 `build(registry)` registers them: the tests on a registry of their own, the worker processes they start on
-the global one (`install`, named in `start_worker(calls=[...])`). Each tool appends "start" and "end" lines
+the global one (`install`, named in `start_worker(preload=[...])`). Each tool appends "start" and "end" lines
 to the file named by AGENTCHAT_TEST_JOB_LOG, and holds until a file named after its `note` appears in the
 folder named by AGENTCHAT_TEST_JOB_GATE: the test decides when the job ends.
 """

@@ -57,14 +57,14 @@ _BOOT = (
     "CommandLineInterface.entrypoint()"
 )
 
-# `python -c WORKER_BOOT <callables> <worker args…>`: call each `module.function` once Django is set up (e.g. to
-# register test tools on the global registry), then run the background worker of slow tools.
+# `python -c WORKER_BOOT <names> <worker args…>`: once Django is set up, import each `module` named, or call each
+# `module:function` (e.g. to register test tools on the global registry), then run the background worker.
 _WORKER_BOOT = (
     "import importlib, sys, django; "
-    "calls = sys.argv.pop(1); "
+    "names = sys.argv.pop(1); "
     "django.setup(); "
-    "[getattr(importlib.import_module(name.rpartition('.')[0]), name.rpartition('.')[2])() "
-    "for name in calls.split(',') if name]; "
+    "[getattr(importlib.import_module(module), function)() if function else importlib.import_module(module) "
+    "for module, _, function in (name.partition(':') for name in names.split(',') if name)]; "
     "from django.core.management import execute_from_command_line; "
     "execute_from_command_line(['manage.py', 'db_worker', *sys.argv[1:]])"
 )
@@ -276,18 +276,15 @@ class DaphneProcess:
 
 
 class WorkerProcess(DaphneProcess):
-    """The background worker of slow tools (`manage.py db_worker`); `calls` run in it before it starts."""
-
-    def __init__(self, env: dict[str, str], *, calls=(), log_dir: Path | str | None = None, name: str = "worker"):
-        super().__init__(env, log_dir=log_dir, name=name)
-        self.calls = tuple(calls)
+    """The background worker of slow tools (`manage.py db_worker`); `preload`: modules to import, or
+    `module:function` to call, before it starts."""
 
     def __repr__(self) -> str:
         return f"<WorkerProcess {self.name} pid={self.pid}>"
 
     def command(self) -> list[str]:
         worker_args = ["--queue-name", "tools", "--interval", "0.1", "--no-startup-delay", "--no-reload"]
-        return [sys.executable, "-c", _WORKER_BOOT, ",".join(self.calls), *worker_args]
+        return [sys.executable, "-c", _WORKER_BOOT, ",".join(self.preload), *worker_args]
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> WorkerProcess:
         deadline = time.monotonic() + timeout
@@ -302,10 +299,10 @@ class WorkerProcess(DaphneProcess):
 
 
 def start_worker(
-    env_overrides: dict[str, str] | None = None, *, calls=(), log_dir: Path | str | None = None, name: str = "worker"
+    env_overrides: dict[str, str] | None = None, *, preload=(), log_dir: Path | str | None = None, name: str = "worker"
 ) -> WorkerProcess:
     """A background worker on the test database, started and ready to take jobs."""
-    worker = WorkerProcess(server_env(env_overrides), calls=calls, log_dir=log_dir, name=name)
+    worker = WorkerProcess(server_env(env_overrides), preload=preload, log_dir=log_dir, name=name)
     worker.spawn()
     return worker.wait_ready()
 

@@ -40,3 +40,10 @@ def deploy(args: DeployArgs, ctx: ToolContext) -> dict:
 def fail(args: LookupArgs, ctx: ToolContext) -> dict:
     """A tool that always fails."""
     raise RuntimeError(f"the catalogue is down (asked for {args.query})")
+
+
+@registry.tool(name="browser_slow_report", slow=True)
+def slow_report(args: LookupArgs, ctx: ToolContext) -> dict:
+    """Compile a report (slow: it runs as a background job, in the worker the test starts)."""
+    time.sleep(args.seconds)
+    return {"report": f"{args.query} report", "pages": 12}

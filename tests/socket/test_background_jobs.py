@@ -43,7 +43,7 @@ class Jobs:
     def start_worker(self, name: str = "worker"):
         worker = start_worker(
             {LOG_ENV: str(self.log), GATE_ENV: str(self.gates), "JOB_HEARTBEAT_TIMEOUT": str(HEARTBEAT)},
-            calls=["tests.background_tools.install"],
+            preload=["tests.background_tools:install"],
             log_dir=self.log_dir,
             name=name,
         )
