@@ -134,11 +134,25 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 REDIS_URL = env_redis_url("REDIS_URL")
 if REDIS_URL:
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py's 5 s read timeout would fire during channels_redis's own 5 s blocking reads.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 5000, "expiry": 30},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        # redis-py's 5 s read timeout would fire during channels_redis's own 5 s blocking reads.
+                        "socket_timeout": 30,
+                        # After Redis restarts, each pooled connection fails once: try again on a new one.
+                        "retry": Retry(NoBackoff(), 1),
+                    }
+                ],
+                "capacity": 5000,
+                "expiry": 30,
+            },
         }
     }
 else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -33,6 +34,8 @@ FRAME_WINDOW = 10.0
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+# Any other code makes the page reconnect (daphne refuses 1011 from an application).
+CLOSE_SERVER_ERROR = 4500
 
 
 @database_sync_to_async
@@ -79,6 +82,19 @@ def _audit_auth_failure(reason: str, path: str) -> None:
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except Exception:
+            # Most often the channel layer failing (Redis restarting): the socket's group is gone with it and it
+            # would hear nothing more. Closed at once, the page reconnects and loads what it missed.
+            logger.exception("chat socket closed after an error")
+            try:
+                await send({"type": "websocket.close", "code": CLOSE_SERVER_ERROR})  # failing, the server closes it
+            finally:
+                with contextlib.suppress(Exception):
+                    await self.disconnect(CLOSE_SERVER_ERROR)
+
     async def connect(self) -> None:
         self.user = None
         self.conversation = None

@@ -830,13 +830,20 @@ class RunManager:
             await asyncio.sleep(FLUSH_INTERVAL)
             if run.dirty and run.message_id is not None:
                 run.dirty = False
-                await _flush(run.message_id, run.content)
+                try:
+                    await _flush(run.message_id, run.content)
+                except DATABASE_UNREACHABLE:
+                    run.dirty = True  # written at a later tick, once the database is back
 
     async def _keep_alive(self, run: LiveRun) -> None:
         interval = settings.RUN_HEARTBEAT_TIMEOUT.total_seconds() / 3
         while True:
             await asyncio.sleep(interval)
-            if not await _heartbeat(run.conversation, run.run_id):
+            try:
+                ours = await _heartbeat(run.conversation, run.run_id)
+            except DATABASE_UNREACHABLE:
+                continue  # beats again once the database is back, so a run that outlives the outage keeps its gate
+            if not ours:
                 logger.warning("run %s lost its conversation's gate; stopping it", run.run_id)
                 run.stop()
                 return

@@ -42,7 +42,9 @@ class Reply:
     text: str = ""
     tool_calls: list[tuple] = field(default_factory=list)
     status: int = 200
+    # Seconds of silence: before the answer starts, or after `stall_after` chunks of its stream.
     stall: float = 0
+    stall_after: int | None = None
     cut_after: int | None = None
     chunk_chars: int = 3
     # Seconds between chunks: a slow stream, to act on a run while it is live.
@@ -100,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"Unknown path {self.path}", "type": "invalid_request_error"}})
             return
         reply = fake.next_reply()
-        if reply.stall and fake.stopping.wait(reply.stall):
+        if reply.stall and reply.stall_after is None and fake.stopping.wait(reply.stall):
             self.close_connection = True
             return
         if reply.status != 200:
@@ -149,6 +151,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             if reply.interval and sent and self.server.fake.stopping.wait(reply.interval):
+                self.close_connection = True
+                return
+            if sent == reply.stall_after and self.server.fake.stopping.wait(reply.stall):
                 self.close_connection = True
                 return
             if sent == reply.malformed_after:

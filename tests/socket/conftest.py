@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.db import connections
 from rest_framework_simplejwt.tokens import AccessToken
 
 from agentchat.asgi import application
 from conversations import runs as runs_module
 from conversations import services
+from tests.servers import RemoteSocket, start_daphnes
 
 TIMEOUT = 5
+
+# The tests with several server processes need both; CI's second pass has them.
+ON_POSTGRES_AND_REDIS = settings.DATABASES["default"]["ENGINE"].endswith("postgresql") and bool(
+    getattr(settings, "REDIS_URL", "")
+)
+needs_postgres_and_redis = pytest.mark.skipif(
+    not ON_POSTGRES_AND_REDIS, reason="needs PostgreSQL and Redis: runs in CI's second pass"
+)
+HEARTBEAT = 3  # RUN_HEARTBEAT_TIMEOUT of the servers (tests/servers.py) and of this process
 
 
 @pytest.fixture(autouse=True)
@@ -87,3 +100,47 @@ async def sockets():
 @pytest.fixture
 async def conversation(alice):
     return await sync_to_async(services.conversation_create)(owner=alice)
+
+
+@pytest.fixture
+async def close_thread_connections():
+    """This process's database connection in asgiref's sync thread (fixtures use it) is closed after the test.
+
+    With the consumers in server processes nothing else closes it; left open, it keeps PostgreSQL from
+    dropping the test database at the end of the run.
+    """
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture
+async def remote_sockets():
+    """Open sockets on server processes; each is closed at the end of the test."""
+    opened: list[RemoteSocket] = []
+
+    async def open_socket(server, conversation, user) -> RemoteSocket:
+        socket = await RemoteSocket.open(server, f"/ws/chat/{conversation.pk}/", token=str(AccessToken.for_user(user)))
+        opened.append(socket)
+        return socket
+
+    yield open_socket
+    for socket in opened:
+        await socket.close()
+
+
+@pytest.fixture
+def daphnes(settings, fake_llm, tmp_path, transactional_db):
+    """Start daphne processes: `daphnes(2)`; every one is stopped at the end, whatever happened."""
+    settings.RUN_HEARTBEAT_TIMEOUT = timedelta(seconds=HEARTBEAT)
+    started = []
+
+    def start(count: int = 2, *, preload=(), env: dict[str, str] | None = None):
+        servers = start_daphnes(count, env, llm=fake_llm, preload=preload, log_dir=tmp_path)
+        started.extend(servers)
+        return servers
+
+    yield start
+    for server in started:
+        server.stop()
+    for server in started:  # shown under "Captured stdout teardown" when the test failed
+        print(f"----- {server.name} (port {server.port}): {server.log_path}\n{server.tail(60)}")

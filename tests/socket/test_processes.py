@@ -10,79 +10,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from datetime import timedelta
 
 import pytest
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from django.conf import settings
-from django.db import connections
 from rest_framework_simplejwt.tokens import AccessToken
 
 from conversations import selectors
 from conversations.models import Conversation, Message, PendingConfirmation
 from tests.fake_provider import Reply
-from tests.servers import RemoteSocket, start_daphnes
 
-ON_POSTGRES_AND_REDIS = settings.DATABASES["default"]["ENGINE"].endswith("postgresql") and bool(
-    getattr(settings, "REDIS_URL", "")
-)
+from .conftest import HEARTBEAT, needs_postgres_and_redis
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not ON_POSTGRES_AND_REDIS, reason="needs PostgreSQL and Redis: runs in CI's second pass"),
+    needs_postgres_and_redis,
+    pytest.mark.usefixtures("close_thread_connections"),
 ]
 
 IDLE = 6.5  # longer than channels_redis's blocking read of the layer (5 s)
-HEARTBEAT = 3  # RUN_HEARTBEAT_TIMEOUT of the servers (tests/servers.py) and of this process
 # tests/processes_tools.py, named here and not imported: importing it would put the tool in this process's registry.
 TOOLS_MODULE = "tests.processes_tools"
 TOOL_NAME = "processes_write_note"
 TOOL_LOG_ENV = "AGENTCHAT_TEST_TOOL_LOG"
-
-
-@pytest.fixture
-def daphnes(settings, fake_llm, tmp_path, transactional_db):
-    """Start daphne processes: `daphnes(2)`; every one is stopped at the end, whatever happened."""
-    settings.RUN_HEARTBEAT_TIMEOUT = timedelta(seconds=HEARTBEAT)
-    started = []
-
-    def start(count: int = 2, *, preload=(), env: dict[str, str] | None = None):
-        servers = start_daphnes(count, env, llm=fake_llm, preload=preload, log_dir=tmp_path)
-        started.extend(servers)
-        return servers
-
-    yield start
-    for server in started:
-        server.stop()
-    for server in started:  # shown under "Captured stdout teardown" when the test failed
-        print(f"----- {server.name} (port {server.port}): {server.log_path}\n{server.tail(60)}")
-
-
-@pytest.fixture(autouse=True)
-async def _close_thread_connections():
-    """This process's database connection in asgiref's sync thread (fixtures use it) is closed after the test.
-
-    Nothing else closes it here: the consumers run in the servers. Left open, it keeps PostgreSQL from
-    dropping the test database at the end of the run.
-    """
-    yield
-    await sync_to_async(connections.close_all)()
-
-
-@pytest.fixture
-async def remote_sockets():
-    """Open sockets on server processes; each is closed at the end of the test."""
-    opened: list[RemoteSocket] = []
-
-    async def open_socket(server, conversation, user) -> RemoteSocket:
-        socket = await RemoteSocket.open(server, f"/ws/chat/{conversation.pk}/", token=str(AccessToken.for_user(user)))
-        opened.append(socket)
-        return socket
-
-    yield open_socket
-    for socket in opened:
-        await socket.close()
 
 
 def token_for(user) -> str:
