@@ -717,7 +717,7 @@ class RunManager:
         if not tool.in_background:
             return await call_tool(tool, args, ctx)
         job_id = await _enqueue_job(run, tool, call_id, args.model_dump(mode="json", by_alias=True))
-        waited, told = 0.0, False
+        waited, told, attempt = 0.0, False, 1
         try:
             while True:
                 await asyncio.sleep(JOB_POLL_INTERVAL)
@@ -725,6 +725,17 @@ class RunManager:
                 job = await _check_job(job_id=job_id)
                 if job.status in ToolJob.FINISHED:
                     return _job_outcome(job)
+                if job.attempt > attempt:
+                    attempt = job.attempt
+                    await self._send(
+                        run,
+                        {
+                            "type": "notice",
+                            "code": "JOB_RETRIED",
+                            "detail": f"The background worker running {tool.name} stopped; it runs again "
+                            f"(attempt {attempt} of {job.max_attempts}).",
+                        },
+                    )
                 if job.status == ToolJob.Status.QUEUED and waited >= JOB_WAIT_NOTICE and not told:
                     told = True
                     await self._send(

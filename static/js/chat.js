@@ -109,6 +109,7 @@ const NOTICES = {
   MESSAGE_TRUNCATED: () => gettext("Your message was too long and was shortened."),
   PROVIDER_RETRY: () => gettext("The model's answer could not be used, so it was asked again."),
   JOB_WAITING: () => gettext("A slow tool is waiting for the background worker. Is the worker running?"),
+  JOB_RETRIED: () => gettext("The background worker stopped while running a tool, so it runs again."),
 };
 
 const TOOL_STATES = {

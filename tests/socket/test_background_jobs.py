@@ -175,6 +175,9 @@ async def test_a_worker_killed_mid_job_has_the_job_retried_once_by_another(llm, 
     jobs.open_gate("q3")
     frames = await socket.receive_until("run_finished", timeout=WAIT)
 
+    [retried] = of(frames, "notice", code="JOB_RETRIED")
+    assert f"{REPORT} stopped; it runs again (attempt 2 of 2)" in retried["detail"]
+
     assert frames[-1]["status"] == "completed"
     assert len(of(frames, "tool_end", tool_call_id=CALL)) == 1
     assert [int(pid) for *_, pid in jobs.lines("end")] == [second.pid]
