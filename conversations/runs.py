@@ -393,13 +393,14 @@ def _decided_unexecuted(conversation: Conversation) -> tuple[list[PendingConfirm
 
 
 async def _read_ahead(events: AsyncIterator[ev.RunEvent]) -> AsyncIterator[ev.RunEvent]:
-    """The run's events, read in a task of their own while the last one is being handled.
+    """The run's tokens, read in a task of their own while the last one is being handled.
 
     The tokens that arrived meanwhile go on as one: a busy process sends fewer, larger frames instead of
-    falling behind, and an idle one sends each token as it comes, as before.
+    falling behind, and an idle one sends each token as it comes, as before. Any other event holds the
+    reading until it has been handled: no tool starts before its start is stored and sent.
     """
     ready: collections.deque[ev.RunEvent] = collections.deque()
-    arrived = asyncio.Event()
+    arrived, handled = asyncio.Event(), asyncio.Event()
     ended: list[BaseException | None] = []
 
     async def read() -> None:
@@ -407,6 +408,9 @@ async def _read_ahead(events: AsyncIterator[ev.RunEvent]) -> AsyncIterator[ev.Ru
             async for event in events:
                 ready.append(event)
                 arrived.set()
+                if not isinstance(event, ev.Token):
+                    handled.clear()
+                    await handled.wait()
         except BaseException as exc:
             ended.append(exc)
             raise
@@ -428,6 +432,8 @@ async def _read_ahead(events: AsyncIterator[ev.RunEvent]) -> AsyncIterator[ev.Ru
                         deltas.append(ready.popleft().delta)
                     event = replace(event, delta="".join(deltas))
                 yield event
+                if not isinstance(event, ev.Token):
+                    handled.set()
             if ended:
                 if ended[0] is not None and not isinstance(ended[0], asyncio.CancelledError):
                     raise ended[0]
