@@ -23,6 +23,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.loopback import LoopbackService
+
 ARGUMENT_PIECE = 4
 
 ERROR_TYPES = {
@@ -195,44 +197,23 @@ class _Server(ThreadingHTTPServer):
         pass
 
 
-class FakeLLM:
+class FakeLLM(LoopbackService):
+    server_class = _Server
+
     def __init__(self, model: str = "fake-model"):
+        super().__init__()
         self.model = model
         self.requests: list[RecordedRequest] = []
-        self.stopping = threading.Event()
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None, "start() the fake provider first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> FakeLLM:
-        self._server = _Server(self)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        self.stopping.set()
-        self._server.shutdown()
-        self._server.drop_connections()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-        self._server = self._thread = None
-
-    def __enter__(self) -> FakeLLM:
-        return self.start()
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
+    def _closing(self, server: _Server) -> None:
+        server.drop_connections()
 
     def script(self, *replies: Reply) -> None:
         with self._lock:

@@ -24,6 +24,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import jwt
 
+from tests.loopback import LoopbackService
+
 AUDIENCE = "billing"
 ISSUER = "agentchat"
 IDENTITY_HEADER = "X-User-Token"
@@ -261,20 +263,19 @@ class _Server(ThreadingHTTPServer):
         pass  # a client that gave up on /slow is part of the script
 
 
-class BillingService:
+class BillingService(LoopbackService):
+    server_class = _Server
+
     def __init__(self, *, secret: str, slow_seconds: float = 3.0):
+        super().__init__()
         self.secret = secret
         self.slow_seconds = slow_seconds
         self.requests: list[Arrived] = []
-        self.stopping = threading.Event()
         self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def origin(self) -> str:
-        assert self._server is not None, "start() the service first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def base_url(self) -> str:
@@ -292,28 +293,6 @@ class BillingService:
     def write_openapi(self, path: Path) -> Path:
         path.write_text(json.dumps(OPENAPI))
         return path
-
-    def start(self) -> BillingService:
-        self._server = _Server(self)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        self.stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-        self._server = self._thread = None
-
-    def __enter__(self) -> BillingService:
-        return self.start()
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
 
 
 def agent_token(secret: str = SECRET, *, lifetime: int = 3600, account: str = "agent-svc") -> str:

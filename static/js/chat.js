@@ -612,7 +612,7 @@ class Chat {
         document.title = `${conversation.title} · AgentChat`;
         const current = document.querySelector('.side-list a[aria-current="page"] .title');
         if (current) current.textContent = conversation.title;
-        const rename = document.getElementById("rename-title");
+        const rename = document.querySelector(".chat-actions .rename-form input[name=title]");
         if (rename) rename.value = conversation.title;
       }
     } catch {
