@@ -53,6 +53,8 @@ class Reply:
     interval: float = 0
     # After this many chunks (or instead of a whole answer) send a body that is not JSON.
     malformed_after: int | None = None
+    # What is sent then in a stream: not JSON by default, or JSON of the wrong shape.
+    malformed_chunk: str = "{not json"
 
 
 @dataclass
@@ -159,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             if sent == reply.malformed_after:
-                self._write_chunk(b"data: {not json\n\n")
+                self._write_chunk(f"data: {reply.malformed_chunk}\n\n".encode())
             self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
         self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")

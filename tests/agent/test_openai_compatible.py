@@ -297,6 +297,27 @@ async def test_malformed_chunk_after_text_ends_the_answer(provider, fake_llm, lo
     assert not info.value.retryable and "stopped halfway" in info.value.message
 
 
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        '{"choices": "none"}',
+        '{"choices": [{"delta": {"content": 42}}]}',
+        '{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": 7}}]}}]}',
+        '["not", "an", "object"]',
+    ],
+)
+async def test_a_chunk_of_the_wrong_shape_ends_the_answer_as_a_provider_error(provider, fake_llm, logs, chunk):
+    fake_llm.script(Reply(text="Revenue grew by twelve percent.", malformed_after=3, malformed_chunk=chunk))
+    seen = []
+
+    with pytest.raises(ProviderError) as info:
+        async for item in provider.stream(ask()):
+            seen.append(item)
+
+    assert [item.text for item in seen] == ["Rev", "enu"]
+    assert not info.value.retryable and "stopped halfway" in info.value.message
+
+
 async def test_a_whole_answer_that_is_not_json_is_a_provider_error(provider, fake_llm, logs):
     fake_llm.script(Reply(text="ignored", malformed_after=0))
 
