@@ -752,8 +752,10 @@ class RunManager:
                             "detail": f"{tool.name} is waiting for a background worker to take it.",
                         },
                     )
-        except asyncio.CancelledError:
-            await asyncio.shield(_cancel_job(job_id=job_id))
+        except BaseException:
+            # Nobody waits for the job any more (Stop, or the run failing): it need not start, its result is dropped.
+            with contextlib.suppress(*DATABASE_UNREACHABLE):
+                await asyncio.shield(_cancel_job(job_id=job_id))
             raise
 
     async def _tool_result(self, run: LiveRun, event: ev.ToolEnd | ev.ToolError) -> None:
