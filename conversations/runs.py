@@ -780,11 +780,9 @@ class RunManager:
             reason = f" Reason: {confirmation.reason}" if confirmation.reason else ""
             outcome = ToolOutcome(ok=False, error=f"rejected by the user.{reason}", reason="rejected")
         elif tool is None:
-            outcome = ToolOutcome(ok=False, error=f"{name} is no longer available.")
+            outcome = ToolOutcome.unavailable(name)
         elif (ctx := await _tool_context(run.conversation, run.user, tool)) is None:
-            outcome = ToolOutcome(
-                ok=False, error=f"permission denied: you may not use {name}.", reason="permission_denied"
-            )
+            outcome = ToolOutcome.denied(name)
         else:
             args = (
                 confirmation.edited_args

@@ -425,8 +425,6 @@ WORKER_LOST = "the background worker stopped while running it"
 @transaction.atomic
 def tool_job_enqueue(*, conversation: Conversation, user, run_id: str, tool, tool_call_id: str, args: dict) -> ToolJob:
     """Store the job and queue it for the worker in one transaction: both or neither."""
-    from .tasks import run_tool_job  # the task module imports this one
-
     job = ToolJob.objects.create(
         conversation=conversation,
         user=user,
@@ -437,8 +435,14 @@ def tool_job_enqueue(*, conversation: Conversation, user, run_id: str, tool, too
         # Running a confirmed call again could repeat what the user approved once.
         max_attempts=1 if tool.requires_confirmation else settings.JOB_MAX_ATTEMPTS,
     )
-    run_tool_job.enqueue(str(job.pk), job.attempt)
+    _queue(job.pk, job.attempt)
     return job
+
+
+def _queue(job_id, attempt: int) -> None:
+    from .tasks import run_tool_job  # the task module imports this one
+
+    run_tool_job.enqueue(str(job_id), attempt)
 
 
 def tool_job_start(*, job_id: str, attempt: int) -> bool:
@@ -484,9 +488,7 @@ def tool_job_check(*, job_id: str) -> ToolJob:
     current = ToolJob.objects.filter(pk=job.pk, status=ToolJob.Status.RUNNING, attempt=job.attempt)
     if job.attempt < job.max_attempts:
         if current.update(status=ToolJob.Status.QUEUED, attempt=F("attempt") + 1, started_at=None, heartbeat_at=None):
-            from .tasks import run_tool_job
-
-            run_tool_job.enqueue(str(job.pk), job.attempt + 1)
+            _queue(job.pk, job.attempt + 1)
     else:
         attempts = "once" if job.attempt == 1 else f"{job.attempt} times"
         current.update(

@@ -43,12 +43,10 @@ def _run(job: ToolJob) -> ToolOutcome:
     """The call as its user would make it now: permission checked again, arguments validated again."""
     tool = registry.get(job.tool_name) if registry.has(job.tool_name) else None
     if tool is None:
-        return ToolOutcome(ok=False, error=f"{job.tool_name} is no longer available.")
+        return ToolOutcome.unavailable(job.tool_name)
     ctx = selectors.tool_context(job.conversation, job.user, tool)
     if ctx is None:
-        return ToolOutcome(
-            ok=False, error=f"permission denied: you may not use {job.tool_name}.", reason="permission_denied"
-        )
+        return ToolOutcome.denied(job.tool_name)
     try:
         args = tool.validate(job.args)
     except ToolArgumentsError as exc:

@@ -40,6 +40,14 @@ class ToolOutcome:
     error: str = ""
     reason: str = "failed"
 
+    @classmethod
+    def denied(cls, name: str) -> ToolOutcome:
+        return cls(ok=False, error=f"permission denied: you may not use {name}.", reason="permission_denied")
+
+    @classmethod
+    def unavailable(cls, name: str) -> ToolOutcome:
+        return cls(ok=False, error=f"{name} is no longer available.")
+
 
 async def call_tool(tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome:
     """Run one validated call; whatever the tool raises becomes a failed outcome, never a crash."""
@@ -155,9 +163,7 @@ class AgentRun:
         name, call_id = call["name"], call["id"]
         tool = self.tools.get(name)
         if tool is None:
-            outcome = ToolOutcome(
-                ok=False, error=f"permission denied: you may not use {name}.", reason="permission_denied"
-            )
+            outcome = ToolOutcome.denied(name)
         else:
             try:
                 args = tool.validate(call["args"])
