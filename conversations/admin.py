@@ -11,7 +11,7 @@ from .models import Attachment, AuditEvent, Conversation, Message, PendingConfir
 
 class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = Message
-    fields = ["created_at", "role", "status", "content", "tool_calls", "tool_name", "is_error"]
+    fields = ["created_at", "role", "status", "content", "tool_calls", "tool_name", "outcome"]
     readonly_fields = fields
     extra = 0
     show_change_link = False

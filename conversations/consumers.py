@@ -17,7 +17,7 @@ from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.settings import api_settings as jwt_settings
 from rest_framework_simplejwt.tokens import AccessToken
 
-from . import selectors, services
+from . import live_auth, selectors, services
 from .exceptions import ChatError, Invalid
 from .models import AuditEvent
 from .runs import SNAPSHOT_TIMEOUT, confirmation_frame, conversation_group, runs
@@ -37,6 +37,21 @@ CLOSE_NOT_FOUND = 4404
 # Any other code makes the page reconnect (daphne refuses 1011 from an application).
 CLOSE_SERVER_ERROR = 4500
 
+# Frames that act for the user: each is preceded by a check of the user as the database has them now.
+ACTING = {"message", "confirm"}
+# Why a socket's user may no longer act (selectors.socket_access), as the socket is told and closed.
+REFUSALS = {
+    "gone": ("AUTH_REQUIRED", "This account no longer exists.", CLOSE_UNAUTHENTICATED),
+    "signed_out": ("AUTH_REQUIRED", "Your session has ended. Sign in again.", CLOSE_UNAUTHENTICATED),
+    "inactive": ("FORBIDDEN", "This account has been deactivated.", CLOSE_FORBIDDEN),
+    # Other permissions than the socket opened with, given or taken away: a reloaded page matches them.
+    "permissions": (
+        "FORBIDDEN",
+        "Your permissions have changed. Reload the page to continue with them.",
+        CLOSE_FORBIDDEN,
+    ),
+}
+
 
 @database_sync_to_async
 def _user_from_token(raw: str):
@@ -51,6 +66,11 @@ def _user_from_token(raw: str):
     if user is None or not user.is_active:
         return None, "The account is not active."
     return (user, token["exp"]), ""
+
+
+@database_sync_to_async
+def _access(user_id, session_key: str | None) -> selectors.SocketAccess:
+    return selectors.socket_access(user_id, session_key)
 
 
 @database_sync_to_async
@@ -97,7 +117,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         self.user = None
+        self.session_key: str | None = None  # of a socket signed in by its session cookie
+        self.permissions: frozenset[str] = frozenset()
+        self.refused = False
         self.conversation = None
+        self.joined: list[str] = []
         self.ready = False
         self.backlog: list[dict[str, Any]] = []
         self.seen: tuple[str, int] | None = None  # (run_id, seq) that `ready` already covered
@@ -106,19 +130,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         user = self.scope.get("user")
         if user is not None and user.is_authenticated:
-            await self._authenticated(user)
+            await self._authenticated(user, self.scope["session"].session_key)
         else:
             self.timers.append(asyncio.create_task(self._close_after(AUTH_TIMEOUT, "Sign in within 10 seconds.")))
 
     async def disconnect(self, code) -> None:
         for timer in self.timers:
             timer.cancel()
-        if self.conversation is not None:
-            await self.channel_layer.group_discard(conversation_group(self.conversation.pk), self.channel_name)
+        for group in self.joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
 
     # --- frames in ---------------------------------------------------------------------------------
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
+        if self.refused:  # closing: what the client sent meanwhile is not taken
+            return
         size = len(text_data.encode()) if text_data is not None else len(bytes_data or b"")
         if size > MAX_FRAME_BYTES:
             await self._error("TOO_LARGE", "Frames may be at most 1 MiB.")
@@ -155,6 +181,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         }.get(kind)
         if handler is None:
             await self._error("INVALID", f"Unknown frame type {kind!r}.")
+            return
+        if kind in ACTING and not await self._still_allowed():
             return
         try:
             await handler(content)
@@ -224,24 +252,29 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     # --- joining: `ready`, then the live frames, with no gap and no repeat ------------------------
 
-    async def _authenticated(self, user) -> None:
-        if not user.is_active:
-            await self._refuse("FORBIDDEN", "This account is not active.", CLOSE_FORBIDDEN)
+    async def _authenticated(self, user, session_key: str | None = None) -> None:
+        # Join first, then check: a change after the check is pushed to this socket, an earlier one is seen by it.
+        await self._join(live_auth.user_group(user.pk))
+        access = await _access(user.pk, session_key)
+        if access.user is None:
+            await self._refuse(*REFUSALS[access.refusal])
             return
-        conversation = await _conversation(user, self.scope["url_route"]["kwargs"]["conversation_id"])
+        conversation = await _conversation(access.user, self.scope["url_route"]["kwargs"]["conversation_id"])
         if conversation is None:
             await self._refuse("NOT_FOUND", "There is no such conversation of yours.", CLOSE_NOT_FOUND)
             return
-        self.user, self.conversation = user, conversation
+        self.user, self.conversation = access.user, conversation
+        self.session_key, self.permissions = session_key, access.permissions
         for timer in self.timers:
             timer.cancel()
         # Join first, then ask: every frame after the answer reaches this socket, earlier ones are in it.
-        await self.channel_layer.group_add(conversation_group(conversation.pk), self.channel_name)
+        await self._join(conversation_group(conversation.pk))
         if await _active(conversation):
             await runs.request_snapshot(conversation, self.channel_name)
             self.timers.append(asyncio.create_task(self._ready_without_snapshot()))
         else:
             await self._send_ready(None)
+            await runs.resume(conversation=conversation, user=self.user)
 
     async def _ready_without_snapshot(self) -> None:
         await asyncio.sleep(SNAPSHOT_TIMEOUT)
@@ -278,12 +311,39 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json(frame)
 
+    # --- the user's rights, checked again ------------------------------------------------------
+
+    async def _still_allowed(self) -> bool:
+        """Reload the user: the socket acts only with the rights its user has now, never with cached ones."""
+        access = await _access(self.user.pk, self.session_key)
+        if access.user is None:
+            await self._refuse(*REFUSALS[access.refusal])
+            return False
+        if access.permissions != self.permissions:
+            await self._refuse(*REFUSALS["permissions"])
+            return False
+        self.user = access.user
+        return True
+
+    async def auth_signed_out(self, event: dict[str, Any]) -> None:
+        if not self.refused and self.session_key is not None and event["session_key"] == self.session_key:
+            await self._refuse("AUTH_REQUIRED", "You signed out.", CLOSE_UNAUTHENTICATED)
+
+    async def auth_changed(self, event: dict[str, Any]) -> None:
+        if not self.refused:
+            await self._still_allowed()
+
     # --- helpers ---------------------------------------------------------------------------------
+
+    async def _join(self, group: str) -> None:
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.joined.append(group)
 
     async def _error(self, code: str, message: str) -> None:
         await self.send_json({"type": "error", "code": code, "message": message})
 
     async def _refuse(self, code: str, message: str, close_code: int) -> None:
+        self.refused = True
         await self._error(code, message)
         await self.close(code=close_code)
 

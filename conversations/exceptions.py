@@ -1,4 +1,4 @@
-"""What can go wrong on the way in, each with the machine code of the WebSocket protocol (SPEC §5)."""
+"""What can go wrong on the way in, each with the machine code of the WebSocket protocol."""
 
 from __future__ import annotations
 
@@ -29,3 +29,7 @@ class CheckpointExpired(ChatError):
 
 class RateLimited(ChatError):
     code = "RATE_LIMITED"
+
+
+class AlreadySettled(Exception):
+    """A decided call has its result already: it is never stored (or run) twice."""

@@ -7,6 +7,10 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from agentchat.agent.calls import Outcome
+
+OUTCOMES = [(outcome.value, outcome.value) for outcome in Outcome]
+
 
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -51,6 +55,12 @@ class Message(models.Model):
     tool_call_id = models.CharField(max_length=128, blank=True)
     tool_name = models.CharField(max_length=128, blank=True)
     is_error = models.BooleanField(default=False, help_text="For a tool message: the tool failed.")
+    outcome = models.CharField(
+        max_length=16,
+        choices=OUTCOMES,
+        blank=True,
+        help_text="For a tool message: how the call ended (done, error, rejected, denied, cancelled, unknown…).",
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
     # NULL rather than "" so that messages sent without a client_id never collide in the unique constraint.
     client_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
@@ -96,6 +106,14 @@ class PendingConfirmation(models.Model):
     reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
+    # Carrying out a decision: claimed by the run that starts the tool (a claim that outlives a crash), then
+    # settled by the tool message that says how it ended. Claimed and never settled means it may have run.
+    claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    result = models.OneToOneField(
+        Message, on_delete=models.SET_NULL, null=True, blank=True, editable=False, related_name="+"
+    )
+
+    DECIDED = (Status.APPROVED, Status.EDITED, Status.REJECTED)
 
     class Meta:
         ordering = ["-created_at"]
@@ -104,6 +122,11 @@ class PendingConfirmation(models.Model):
         ]
         indexes = [
             models.Index(fields=["conversation"], condition=Q(status="pending"), name="confirmation_pending"),
+            models.Index(
+                fields=["conversation"],
+                condition=Q(status__in=["approved", "edited", "rejected"], result__isnull=True),
+                name="confirmation_unsettled",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -120,6 +143,7 @@ class ToolJob(models.Model):
         FAILED = "failed", _("failed")
         CANCELLED = "cancelled", _("cancelled")
 
+    OPEN = (Status.QUEUED, Status.RUNNING)
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -135,7 +159,7 @@ class ToolJob(models.Model):
     max_attempts = models.PositiveSmallIntegerField(default=1)
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
-    reason = models.CharField(max_length=32, blank=True)
+    outcome = models.CharField(max_length=16, choices=OUTCOMES, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

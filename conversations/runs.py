@@ -25,15 +25,16 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from agentchat.agent import events as ev
+from agentchat.agent.calls import Outcome, Started, ToolAccess, ToolOutcome, call_tool, carry_out
 from agentchat.agent.context import fit_history, truncate_message
-from agentchat.agent.orchestrator import AgentRun, ToolOutcome, call_tool
+from agentchat.agent.orchestrator import AgentRun
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ProviderError, get_provider
 from tools.registry import Tool, ToolArgumentsError, ToolContext, registry
 
 from . import selectors, services
 from .api.serializers import MessageSerializer
-from .exceptions import Busy, CheckpointExpired, Invalid, NotFound, RateLimited
+from .exceptions import AlreadySettled, Busy, CheckpointExpired, Invalid, NotFound, RateLimited
 from .models import AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
 
 logger = logging.getLogger(__name__)
@@ -153,6 +154,14 @@ class MessageLimiter:
 # --- database steps, each one short, in the database thread ----------------------------------------
 
 
+class _StoppedAfter(Exception):
+    """The run was stopped while a decided call ran; the call was seen through and this is how it ended."""
+
+    def __init__(self, outcome: ToolOutcome):
+        super().__init__(outcome.outcome)
+        self.outcome = outcome
+
+
 def _take_gate(conversation: Conversation) -> str | None:
     run_id = services.conversation_run_claim(conversation=conversation)
     return None if run_id is None else str(run_id)
@@ -250,7 +259,9 @@ def _round_inputs(conversation: Conversation, user) -> tuple[list, list, str, di
     )
     context = selectors.last_user_context(conversation)
     files = selectors.files_listed(conversation, user)
-    return history, registry.permitted(user), build_system_prompt(context, files), context, files
+    now = selectors.user_as_stored(user.pk)
+    tools = registry.permitted(now) if now is not None else []
+    return history, tools, build_system_prompt(context, files), context, files
 
 
 @database_sync_to_async
@@ -274,9 +285,8 @@ def _begin(
     services.audit_record(
         kind=AuditEvent.Kind.RUN_STARTED, actor=user, conversation=conversation, data={"run_id": run_id}
     )
-    # A run started by a message has nothing to carry out: the message superseded what was pending, and what
-    # a dead run left decided was closed when its gate was taken over.
-    decided, waiting = _decided_unexecuted(conversation) if after_decision else ([], False)
+    decided = list(selectors.confirmations_unsettled(conversation))
+    waiting = after_decision and selectors.pending_confirmations(conversation).exists()
     if decided or waiting:
         return decided, waiting, None, None
     message_id = services.assistant_message_start(conversation=conversation, run_id=run_id).pk
@@ -305,22 +315,25 @@ def _discard_message(message_id: int) -> None:
 
 
 @database_sync_to_async
-def _store_tool_result(conversation, call_id, name, content, is_error, run_id) -> dict[str, Any]:
+def _store_tool_result(conversation, call_id, name, outcome: ToolOutcome, run_id, confirmation) -> dict[str, Any]:
     message = services.tool_result_store(
         conversation=conversation,
         tool_call_id=call_id,
         tool_name=name,
-        content=content,
-        is_error=is_error,
+        outcome=outcome,
         run_id=run_id,
+        confirmation=confirmation,
     )
     return message_frame(message)
 
 
 @database_sync_to_async
-def _close_dangling(conversation: Conversation, content: str, run_id: str) -> list[dict[str, Any]]:
-    closed = services.dangling_calls_close(conversation=conversation, content=content, run_id=run_id)
-    return [message_frame(message) for message in closed]
+def _close_dangling(conversation: Conversation, why: str, run_id: str, *, stopped: bool) -> list[dict[str, Any]]:
+    closed = services.dangling_calls_close(conversation=conversation, why=ToolOutcome.cancelled(why), run_id=run_id)
+    settled = services.decisions_settle(
+        conversation=conversation, why=services.Settle.STOPPED if stopped else services.Settle.FAILED, run_id=run_id
+    )
+    return [message_frame(message) for message in [*closed, *settled]]
 
 
 @database_sync_to_async
@@ -331,18 +344,38 @@ def _request_confirmation(conversation, message_id, call_id, name, args, user) -
 
 
 _tool_context = database_sync_to_async(selectors.tool_context)
+_has_unsettled = database_sync_to_async(lambda conversation: selectors.confirmations_unsettled(conversation).exists())
+_claim_decision = database_sync_to_async(services.confirmation_claim)
+_job_for = database_sync_to_async(
+    lambda conversation, call_id: conversation.tool_jobs.filter(tool_call_id=call_id).first()
+)
 
 
 @database_sync_to_async
-def _enqueue_job(run: LiveRun, tool: Tool, call_id: str, args: dict) -> str:
+def _enqueue_job(run: LiveRun, tool: Tool, call_id: str, args: dict, confirmation) -> str:
     job = services.tool_job_enqueue(
-        conversation=run.conversation, user=run.user, run_id=run.run_id, tool=tool, tool_call_id=call_id, args=args
+        conversation=run.conversation,
+        user=run.user,
+        run_id=run.run_id,
+        tool=tool,
+        tool_call_id=call_id,
+        args=args,
+        claim=confirmation,
     )
     return str(job.pk)
 
 
 _check_job = database_sync_to_async(services.tool_job_check)
 _cancel_job = database_sync_to_async(services.tool_job_cancel)
+
+
+def _access(run: LiveRun, execute) -> ToolAccess:
+    """Calls carried out for this run's user as the database has them at each call."""
+    return ToolAccess(
+        lookup=registry.find,
+        permitted=database_sync_to_async(functools.partial(selectors.user_may_use, run.user.pk)),
+        execute=execute,
+    )
 
 
 @database_sync_to_async
@@ -372,24 +405,6 @@ def _is_pending(confirmation: PendingConfirmation) -> bool:
         and confirmation.expires_at > timezone.now()
         and not Conversation.objects.filter(pk=confirmation.conversation_id, is_archived=True).exists()
     )
-
-
-def _decided_unexecuted(conversation: Conversation) -> tuple[list[PendingConfirmation], bool]:
-    """Decisions whose tool has no result yet, and whether any decision is still awaited."""
-    answered = set(conversation.messages.filter(role=Message.Role.TOOL).values_list("tool_call_id", flat=True))
-    decided = [
-        confirmation
-        for confirmation in conversation.confirmations.filter(
-            status__in=[
-                PendingConfirmation.Status.APPROVED,
-                PendingConfirmation.Status.EDITED,
-                PendingConfirmation.Status.REJECTED,
-            ]
-        ).order_by("created_at")
-        if confirmation.tool_call_id not in answered
-    ]
-    waiting = selectors.pending_confirmations(conversation).exists()
-    return decided, waiting
 
 
 async def _read_ahead(events: AsyncIterator[ev.RunEvent]) -> AsyncIterator[ev.RunEvent]:
@@ -441,14 +456,6 @@ async def _read_ahead(events: AsyncIterator[ev.RunEvent]) -> AsyncIterator[ev.Ru
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
-
-
-def _job_outcome(job: ToolJob) -> ToolOutcome:
-    if job.status == ToolJob.Status.SUCCEEDED:
-        return ToolOutcome(ok=True, output=job.output)
-    if job.status == ToolJob.Status.CANCELLED:
-        return ToolOutcome(ok=False, error=f"{job.tool_name} was cancelled.")
-    return ToolOutcome(ok=False, error=job.error or f"{job.tool_name} failed.", reason=job.reason or "failed")
 
 
 class RunManager:
@@ -554,11 +561,11 @@ class RunManager:
         if not await _is_pending(confirmation):
             raise CheckpointExpired("This confirmation was already decided, replaced or has expired.")
         if decision == "edit":
-            tool = registry.get(confirmation.tool_name) if registry.has(confirmation.tool_name) else None
+            tool = registry.find(confirmation.tool_name)
             if tool is None:
                 raise Invalid(f"The tool {confirmation.tool_name} is no longer available.")
             try:
-                args = tool.validate(args).model_dump(mode="json", by_alias=True)
+                args = tool.normalise(tool.validate(args))
             except ToolArgumentsError as exc:
                 raise Invalid(str(exc)) from None
         deadline = time.monotonic() + DECISION_WAIT
@@ -572,6 +579,15 @@ class RunManager:
         if not await _decide(confirmation, user, decision, args, reason):
             await _release(conversation, run_id)
             raise CheckpointExpired("This confirmation was already decided, replaced or has expired.")
+        run = LiveRun(run_id=run_id, conversation=conversation, user=user, after_decision=True)
+        await self._listen_for(run)
+        self._launch(run)
+
+    async def resume(self, *, conversation: Conversation, user) -> None:
+        """Carry out what a run that stopped with its process left decided and without a result, if nothing
+        runs now: a socket joining the conversation starts it, so the user sees how their decision ended."""
+        if not await _has_unsettled(conversation) or (run_id := await _claim(conversation)) is None:
+            return
         run = LiveRun(run_id=run_id, conversation=conversation, user=user, after_decision=True)
         await self._listen_for(run)
         self._launch(run)
@@ -609,12 +625,14 @@ class RunManager:
         except asyncio.CancelledError:
             status = "cancelled"
             run.cancellable = False
-            await self._stop(run, content=services.CANCELLED_BY_USER, message_status=Message.Status.INTERRUPTED)
+            await self._stop(
+                run, why=services.CANCELLED_BY_USER, message_status=Message.Status.INTERRUPTED, stopped=True
+            )
         except Exception:
             logger.exception("run %s failed", run.run_id)
             status, error = "failed", "Something went wrong on our side while answering."
             run.cancellable = False
-            await self._stop(run, content=services.INTERRUPTED, message_status=Message.Status.FAILED)
+            await self._stop(run, why=services.INTERRUPTED, message_status=Message.Status.FAILED, stopped=False)
         finally:
             for helper in helpers:
                 helper.cancel()
@@ -659,17 +677,16 @@ class RunManager:
         except ProviderError as exc:
             await self._end_message(run)
             return "failed", exc.message
+        ctx = ToolContext(
+            user=run.user, conversation_id=str(run.conversation.pk), page_context=context, attachments=files
+        )
         agent = AgentRun(
             provider=provider,
             tools=tools,
-            registry=registry,
-            ctx=ToolContext(
-                user=run.user, conversation_id=str(run.conversation.pk), page_context=context, attachments=files
-            ),
+            access=_access(run, functools.partial(self._execute, run, ctx)),
             system_prompt=system_prompt,
             max_rounds=settings.AGENT_MAX_ROUNDS,
             run_id=run.run_id,
-            execute=functools.partial(self._execute, run),
         )
         async with contextlib.aclosing(_read_ahead(agent.events(trimmed.messages))) as events:
             async for event in events:
@@ -697,9 +714,9 @@ class RunManager:
             run.last_assistant_id, run.message_id, run.content = run.message_id, None, ""
             await self._send(run, frame)
         elif isinstance(event, ev.ToolStart):
-            await self._tool_start(run, event)
+            await self._tool_start(run, event.tool_call_id, event.tool, event.input, background=event.background)
         elif isinstance(event, ev.ToolEnd | ev.ToolError):
-            await self._tool_result(run, event)
+            await self._tool_result(run, event.tool_call_id, event.tool, event.result())
         elif isinstance(event, ev.ConfirmRequired):
             confirmation = await _request_confirmation(
                 conversation, run.last_assistant_id, event.tool_call_id, event.tool, event.input, run.user
@@ -712,25 +729,65 @@ class RunManager:
             await self._send(run, event.frame())
         return None
 
-    async def _tool_start(self, run: LiveRun, event: ev.ToolStart) -> None:
-        await _audit(AuditEvent.Kind.TOOL_CALLED, run.conversation, run.user, {"tool": event.tool, "args": event.input})
-        frame = event.frame()
-        run.tools[event.tool_call_id] = {key: frame[key] for key in ("tool_call_id", "tool", "input", "background")}
-        await self._send(run, frame)
+    async def _tool_start(self, run: LiveRun, call_id: str, name: str, args: dict, *, background: bool) -> None:
+        await _audit(
+            AuditEvent.Kind.TOOL_CALLED,
+            run.conversation,
+            run.user,
+            {"tool": name, "tool_call_id": call_id, "args": args},
+        )
+        run.tools[call_id] = {"tool_call_id": call_id, "tool": name, "input": args, "background": background}
+        await self._send(run, {"type": "tool_start", **run.tools[call_id]})
 
-    async def _execute(self, run: LiveRun, tool: Tool, args, ctx: ToolContext, call_id: str) -> ToolOutcome:
-        """Run a call here, or a slow tool's as a job in the worker, waiting for its row to say how it went."""
-        if not tool.in_background:
+    async def _execute(
+        self,
+        run: LiveRun,
+        ctx: ToolContext,
+        tool: Tool,
+        args,
+        call_id: str,
+        *,
+        confirmation: PendingConfirmation | None = None,
+    ) -> ToolOutcome:
+        """Run a call here, or a slow tool's as a job in the worker, and say how it went.
+
+        A decided call is claimed as it starts. Once started it is seen through to its end even if the run is
+        stopped meanwhile, so that what the user approved has its result stored; the stop takes effect after.
+        """
+        if tool.in_background:
+            job_id = await _enqueue_job(run, tool, call_id, tool.normalise(args), confirmation)
+            return await self._wait_for_job(run, job_id, tool.name, decided=confirmation is not None)
+        if confirmation is None:
             return await call_tool(tool, args, ctx)
-        job_id = await _enqueue_job(run, tool, call_id, args.model_dump(mode="json", by_alias=True))
+
+        async def claimed() -> ToolOutcome:
+            if not await _claim_decision(confirmation=confirmation):
+                raise AlreadySettled(f"The call {call_id} was started by another run.")
+            return await call_tool(tool, args, ctx)
+
+        call = asyncio.ensure_future(claimed())
+        stopped = False
+        while not call.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(call)
+                continue
+            stopped = True
+        if stopped and call.exception() is None:
+            raise _StoppedAfter(call.result())
+        return call.result()
+
+    async def _wait_for_job(self, run: LiveRun, job_id, tool_name: str, *, decided: bool) -> ToolOutcome:
+        """Wait for a background job's row to say how it went.
+
+        Stopped meanwhile, the job will not start if it has not; one that started goes on, and for a decided
+        call its result is waited for by the next run, for the user approved it and it may be taking effect.
+        """
         waited, told, attempt = 0.0, False, 1
         try:
             while True:
-                await asyncio.sleep(JOB_POLL_INTERVAL)
-                waited += JOB_POLL_INTERVAL
                 job = await _check_job(job_id=job_id)
                 if job.status in ToolJob.FINISHED:
-                    return _job_outcome(job)
+                    return services.job_outcome(job)
                 if job.attempt > attempt:
                     attempt = job.attempt
                     await self._send(
@@ -738,7 +795,7 @@ class RunManager:
                         {
                             "type": "notice",
                             "code": "JOB_RETRIED",
-                            "detail": f"The background worker running {tool.name} stopped; it runs again "
+                            "detail": f"The background worker running {tool_name} stopped; it runs again "
                             f"(attempt {attempt} of {job.max_attempts}).",
                         },
                     )
@@ -749,61 +806,68 @@ class RunManager:
                         {
                             "type": "notice",
                             "code": "JOB_WAITING",
-                            "detail": f"{tool.name} is waiting for a background worker to take it.",
+                            "detail": f"{tool_name} is waiting for a background worker to take it.",
                         },
                     )
+                await asyncio.sleep(JOB_POLL_INTERVAL)
+                waited += JOB_POLL_INTERVAL
         except BaseException:
-            # Nobody waits for the job any more (Stop, or the run failing): it need not start, its result is dropped.
             with contextlib.suppress(*DATABASE_UNREACHABLE):
-                await asyncio.shield(_cancel_job(job_id=job_id))
+                await asyncio.shield(_cancel_job(job_id=job_id, only_queued=decided))
             raise
 
-    async def _tool_result(self, run: LiveRun, event: ev.ToolEnd | ev.ToolError) -> None:
-        run.tools.pop(event.tool_call_id, None)
-        is_error = isinstance(event, ev.ToolError)
-        frame = await _store_tool_result(
-            run.conversation, event.tool_call_id, event.tool, event.content, is_error, run.run_id
+    async def _tool_result(
+        self,
+        run: LiveRun,
+        call_id: str,
+        name: str,
+        outcome: ToolOutcome,
+        confirmation: PendingConfirmation | None = None,
+    ) -> None:
+        run.tools.pop(call_id, None)
+        frame = await _store_tool_result(run.conversation, call_id, name, outcome, run.run_id, confirmation)
+        kind = {
+            Outcome.DONE: AuditEvent.Kind.TOOL_SUCCEEDED,
+            Outcome.DENIED: AuditEvent.Kind.PERMISSION_DENIED,
+        }.get(outcome.outcome, AuditEvent.Kind.TOOL_FAILED)
+        await _audit(
+            kind, run.conversation, run.user, {"tool": name, "tool_call_id": call_id, "outcome": outcome.outcome}
         )
-        if is_error and event.reason == "permission_denied":
-            kind = AuditEvent.Kind.PERMISSION_DENIED
+        common = {"run_id": run.run_id, "seq": 0, "tool_call_id": call_id, "tool": name}
+        if outcome.ok:
+            await self._send(run, ev.ToolEnd(**common, output=outcome.output).frame())
         else:
-            kind = AuditEvent.Kind.TOOL_FAILED if is_error else AuditEvent.Kind.TOOL_SUCCEEDED
-        await _audit(kind, run.conversation, run.user, {"tool": event.tool, "tool_call_id": event.tool_call_id})
-        await self._send(run, event.frame())
+            await self._send(run, ev.ToolError(**common, error=outcome.error, outcome=outcome.outcome).frame())
         await self._send(run, frame)
 
     async def _carry_out(self, run: LiveRun, confirmation: PendingConfirmation) -> None:
-        """Run an approved or edited call, or record a rejection, as the run's first steps."""
+        """A decided call, as a run's first step: rejected, run now (under a claim that outlives a crash), or,
+        when a run that died had started it, its background job waited for or its result said to be unknown."""
         call_id, name = confirmation.tool_call_id, confirmation.tool_name
-        tool = registry.get(name) if registry.has(name) else None
-        if confirmation.status == PendingConfirmation.Status.REJECTED:
-            reason = f" Reason: {confirmation.reason}" if confirmation.reason else ""
-            outcome = ToolOutcome(ok=False, error=f"rejected by the user.{reason}", reason="rejected")
-        elif tool is None:
-            outcome = ToolOutcome.unavailable(name)
-        elif (ctx := await _tool_context(run.conversation, run.user, tool)) is None:
-            outcome = ToolOutcome.denied(name)
-        else:
-            args = (
-                confirmation.edited_args
-                if confirmation.status == PendingConfirmation.Status.EDITED
-                else confirmation.args
-            )
-            start = ev.ToolStart(
-                run_id=run.run_id, seq=0, tool_call_id=call_id, tool=name, input=args, background=tool.in_background
-            )
-            await self._tool_start(run, start)
+        job = await _job_for(run.conversation, call_id) if confirmation.claimed_at else None
+        outcome = services.decision_outcome(confirmation, job)
+        if outcome is None and job is not None:
+            await self._tool_start(run, call_id, name, job.args, background=True)
+            outcome = await self._wait_for_job(run, job.pk, name, decided=True)
+        elif outcome is None:
+            edited = confirmation.status == PendingConfirmation.Status.EDITED
+            ctx = await _tool_context(run.conversation, run.user)
+            access = _access(run, functools.partial(self._execute, run, ctx, confirmation=confirmation))
             try:
-                valid = tool.validate(args)
-            except ToolArgumentsError as exc:
-                outcome = ToolOutcome(ok=False, error=str(exc), reason="invalid_arguments")
-            else:
-                outcome = await self._execute(run, tool, valid, ctx, call_id)
-        common = {"run_id": run.run_id, "seq": 0, "tool_call_id": call_id, "tool": name}
-        if outcome.ok:
-            await self._tool_result(run, ev.ToolEnd(**common, output=outcome.output))
-        else:
-            await self._tool_result(run, ev.ToolError(**common, error=outcome.error, reason=outcome.reason))
+                async for step in carry_out(
+                    access, call_id, name, confirmation.edited_args if edited else confirmation.args, decided=True
+                ):
+                    if isinstance(step, Started):
+                        await self._tool_start(run, call_id, name, step.args, background=step.tool.in_background)
+                    else:
+                        outcome = step
+            except _StoppedAfter as stopped:
+                await self._tool_result(run, call_id, name, stopped.outcome, confirmation)
+                raise asyncio.CancelledError from None
+            except AlreadySettled:
+                logger.warning("run %s: call %s was carried out by another run", run.run_id, call_id)
+                return
+        await self._tool_result(run, call_id, name, outcome, confirmation)
 
     async def _end_message(self, run: LiveRun, *, failed: bool = False) -> None:
         """The round in progress ends without a complete answer: keep its text, drop an empty placeholder."""
@@ -819,7 +883,7 @@ class RunManager:
             await _discard_message(run.message_id)
         run.message_id, run.content, run.dirty = None, "", False
 
-    async def _stop(self, run: LiveRun, *, content: str, message_status: str) -> None:
+    async def _stop(self, run: LiveRun, *, why: str, message_status: str, stopped: bool) -> None:
         """After a cancel or a crash: partial text kept, every call left without a result told why.
 
         The crash may be the database going away: its writes are tried again for a while, and should it
@@ -834,7 +898,9 @@ class RunManager:
             elif run.message_id is not None:
                 await _retrying(_discard_message, run.message_id)
             run.message_id, run.content, run.dirty = None, "", False
-            for frame in await _retrying(_close_dangling, run.conversation, content, run.run_id):
+            for frame in await _retrying(
+                functools.partial(_close_dangling, stopped=stopped), run.conversation, why, run.run_id
+            ):
                 await self._send(run, frame)
         except DATABASE_UNREACHABLE:
             logger.error("run %s could not store how it ended: the database stayed unreachable", run.run_id)

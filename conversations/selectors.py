@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TypedDict
+from importlib import import_module
+from typing import NamedTuple, TypedDict
 
 from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import Count, QuerySet
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from agentchat.agent.providers import ChatMessage, ImagePart
 from tools.documents.context import FileForModel, catalogue, with_files, with_references
@@ -24,6 +29,53 @@ class ActiveRun(TypedDict):
     active: bool
     run_id: uuid.UUID | None
     since: datetime | None
+
+
+class SocketAccess(NamedTuple):
+    """What the user of an open socket may do now. `user` is None when nothing, and `refusal` says why:
+    "gone" (no such user any more), "inactive", or "signed_out" (the socket's session no longer signs them in)."""
+
+    user: AbstractBaseUser | None
+    refusal: str
+    permissions: frozenset[str]
+
+
+def socket_access(user_id, session_key: str | None) -> SocketAccess:
+    """The user as the database has them now, a fresh object whose permissions were never cached.
+
+    A socket signed in by a session keeps its user only while that session would still sign them in over
+    HTTP (the checks of django.contrib.auth.get_user): signing out or a new password ends it.
+    """
+    user = get_user_model()._default_manager.filter(pk=user_id).first()
+    if user is None:
+        return SocketAccess(None, "gone", frozenset())
+    if not user.is_active:
+        return SocketAccess(None, "inactive", frozenset())
+    if session_key is not None and not _session_signs_in(session_key, user):
+        return SocketAccess(None, "signed_out", frozenset())
+    return SocketAccess(user, "", frozenset(user.get_all_permissions()))
+
+
+def _session_signs_in(session_key: str, user: AbstractBaseUser) -> bool:
+    # load() gives nothing for a session that was deleted, has expired or does not decode.
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
+    session_hash = session.get(HASH_SESSION_KEY)
+    return (
+        session.get(SESSION_KEY) == user._meta.pk.value_to_string(user)
+        and session.get(BACKEND_SESSION_KEY) in settings.AUTHENTICATION_BACKENDS
+        and bool(session_hash)
+        and any(
+            constant_time_compare(session_hash, known)
+            for known in (user.get_session_auth_hash(), *user.get_session_auth_fallback_hash())
+        )
+    )
+
+
+def user_ids_with(relation: str, related_ids: Iterable) -> set:
+    """The ids of the users whose `relation` ("groups", "user_permissions", "groups__permissions") holds any
+    of `related_ids`."""
+    users = get_user_model()._default_manager.filter(**{f"{relation}__in": list(related_ids)})
+    return set(users.values_list("pk", flat=True).distinct())
 
 
 def conversations_for(user, *, archived: bool | None = False, search: str = "") -> QuerySet[Conversation]:
@@ -64,6 +116,13 @@ def pending_confirmations(conversation: Conversation) -> QuerySet[PendingConfirm
     return conversation.confirmations.filter(
         status=PendingConfirmation.Status.PENDING, expires_at__gt=timezone.now()
     ).order_by("created_at")
+
+
+def confirmations_unsettled(conversation: Conversation) -> QuerySet[PendingConfirmation]:
+    """Decided calls whose result is not stored yet: to carry out, or to tell how they ended."""
+    return conversation.confirmations.filter(status__in=PendingConfirmation.DECIDED, result__isnull=True).order_by(
+        "created_at"
+    )
 
 
 def attachments_for(conversation_id, user) -> QuerySet[Attachment]:
@@ -171,16 +230,25 @@ def last_user_context(conversation: Conversation) -> dict:
     return (message.metadata.get("context") or {}) if message else {}
 
 
-def tool_context(conversation: Conversation, user, tool: Tool) -> ToolContext | None:
-    """What a call made outside its round (decided, or in the worker) runs with; None when no longer permitted."""
-    if not tool.permitted(user):
-        return None
+def tool_context(conversation: Conversation, user) -> ToolContext:
+    """What a call made outside its round (decided, or in the worker) runs with."""
     return ToolContext(
         user=user,
         conversation_id=str(conversation.pk),
         page_context=last_user_context(conversation),
         attachments=files_listed(conversation, user),
     )
+
+
+def user_as_stored(user_id):
+    """The user as the database has them now (a fresh object, so no permission is cached); None if not active."""
+    return get_user_model().objects.filter(pk=user_id, is_active=True).first()
+
+
+def user_may_use(user_id, tool: Tool) -> bool:
+    """Whether the user, as stored at this moment, is active and permitted `tool`."""
+    user = user_as_stored(user_id)
+    return user is not None and tool.permitted(user)
 
 
 def tools_in_flight(conversation: Conversation) -> list[dict]:

@@ -8,6 +8,7 @@ import os
 import tempfile
 import unicodedata
 import uuid
+from enum import StrEnum
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -18,10 +19,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from agentchat.agent.calls import Outcome, ToolOutcome
 from tools.documents import sandbox
 from tools.documents.exceptions import DocumentError, FileTooLarge
 from tools.documents.limits import DEFAULT_LIMITS, MAX_UPLOAD_BYTES, MiB
 
+from . import selectors
+from .exceptions import AlreadySettled
 from .models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
 
 TITLE_LENGTH = 60
@@ -220,52 +224,135 @@ def assistant_message_discard(*, message_id: int) -> None:
 
 
 def tool_result_store(
-    *, conversation: Conversation, tool_call_id: str, tool_name: str, content: str, is_error: bool, run_id: str
+    *,
+    conversation: Conversation,
+    tool_call_id: str,
+    tool_name: str,
+    outcome: ToolOutcome,
+    run_id: str,
+    confirmation: PendingConfirmation | None = None,
 ) -> Message:
-    message, _ = message_append(
-        conversation=conversation,
-        role=Message.Role.TOOL,
-        content=content,
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
-        is_error=is_error,
-        metadata={"run_id": run_id},
-    )
+    """Store how a call ended; for a decided call, settle its confirmation with it in the same transaction.
+
+    A decided call is settled once: should another result have settled it first, nothing is stored and
+    AlreadySettled says so.
+    """
+    with transaction.atomic():
+        message, _ = message_append(
+            conversation=conversation,
+            role=Message.Role.TOOL,
+            content=outcome.content,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            is_error=not outcome.ok,
+            outcome=outcome.outcome,
+            metadata={"run_id": run_id},
+        )
+        if confirmation is not None and not (
+            PendingConfirmation.objects.filter(pk=confirmation.pk, result__isnull=True).update(result=message)
+        ):
+            raise AlreadySettled(f"The call {tool_call_id} has its result already.")
     return message
 
 
-def dangling_calls_close(
-    *, conversation: Conversation, content: str, run_id: str = "", only_that_run: bool = False
-) -> list[Message]:
-    """Give every tool call that has neither a result nor a pending confirmation a tool message saying why.
+def confirmation_claim(*, confirmation: PendingConfirmation) -> bool:
+    """Mark a decided call as started, once: from here on a crash leaves it "may have run", never "run it again"."""
+    return bool(
+        PendingConfirmation.objects.filter(
+            pk=confirmation.pk, status__in=[PendingConfirmation.Status.APPROVED, PendingConfirmation.Status.EDITED],
+            claimed_at__isnull=True, result__isnull=True,
+        ).update(claimed_at=timezone.now())
+    )  # fmt: skip
 
-    Keeps the history well-formed for the next provider call after a cancel, a crash or a superseded decision.
-    With `only_that_run`, only the calls made by run `run_id` are closed.
+
+def dangling_calls_close(
+    *, conversation: Conversation, why: ToolOutcome, run_id: str = "", only_that_run: bool = False
+) -> list[Message]:
+    """Give every call left without a result a tool message saying why, after a cancel or a crash, so the
+    history stays well-formed for the next provider call.
+
+    Calls that went to their owner for a decision are left to decisions_settle. With `only_that_run`, only
+    the calls made by run `run_id` are closed.
     """
     answered = set(conversation.messages.filter(role=Message.Role.TOOL).values_list("tool_call_id", flat=True))
-    waiting = set(
-        conversation.confirmations.filter(status=PendingConfirmation.Status.PENDING).values_list(
-            "tool_call_id", flat=True
-        )
-    )
+    gated = set(conversation.confirmations.values_list("tool_call_id", flat=True))
     callers = conversation.messages.filter(role=Message.Role.ASSISTANT).exclude(tool_calls=[])
     if only_that_run:
         callers = callers.filter(metadata__run_id=run_id)
-    closed = []
-    for message in callers:
-        for call in message.tool_calls:
-            if call["id"] not in answered and call["id"] not in waiting:
-                closed.append(
-                    tool_result_store(
-                        conversation=conversation,
-                        tool_call_id=call["id"],
-                        tool_name=call["name"],
-                        content=f"Error: {content}",
-                        is_error=True,
-                        run_id=run_id,
-                    )
-                )
-    return closed
+    return [
+        tool_result_store(
+            conversation=conversation, tool_call_id=call["id"], tool_name=call["name"], outcome=why, run_id=run_id
+        )
+        for message in callers
+        for call in message.tool_calls
+        if call["id"] not in answered and call["id"] not in gated
+    ]
+
+
+class Settle(StrEnum):
+    """Why decided calls are being settled without being carried out now."""
+
+    STOPPED = "stopped"  # the user stopped the run
+    FAILED = "failed"  # the run failed, or its process died
+    NEW_MESSAGE = "new_message"  # a new message comes before them
+
+
+def job_outcome(job: ToolJob) -> ToolOutcome:
+    if job.status == ToolJob.Status.SUCCEEDED:
+        return ToolOutcome.done(job.output)
+    if job.status == ToolJob.Status.CANCELLED:
+        return ToolOutcome.cancelled(job.error or f"{job.tool_name} was cancelled before it started.")
+    return ToolOutcome(Outcome(job.outcome or Outcome.ERROR), error=job.error or f"{job.tool_name} failed.")
+
+
+def decision_outcome(confirmation: PendingConfirmation, job: ToolJob | None) -> ToolOutcome | None:
+    """How a decided call that has no result ended, when that can be told without running it; None when it
+    never started, or when its background job is still going."""
+    if confirmation.status == PendingConfirmation.Status.REJECTED:
+        return ToolOutcome.rejected(confirmation.reason)
+    if confirmation.claimed_at is None:
+        return None
+    if job is None:
+        return ToolOutcome.unknown(confirmation.tool_name)
+    return job_outcome(job) if job.status in ToolJob.FINISHED else None
+
+
+def decisions_settle(*, conversation: Conversation, why: Settle, run_id: str = "") -> list[Message]:
+    """Store a result for the decided calls that have none and will not be carried out now.
+
+    Said as it is: a rejection; a call that started in this server and has no result "may have run"
+    (Outcome.UNKNOWN), never "run it again"; a finished background job's own result. An approved call that
+    never started is left for the next run to carry out, unless the user stopped the run or sent a new
+    message first; a background job still running is left for the next run to wait for, unless a new
+    message comes first.
+    """
+    settled = []
+    for confirmation in selectors.confirmations_unsettled(conversation):
+        job = conversation.tool_jobs.filter(tool_call_id=confirmation.tool_call_id).first()
+        outcome = decision_outcome(confirmation, job)
+        if outcome is None and confirmation.claimed_at is None and why != Settle.FAILED:
+            outcome = ToolOutcome.cancelled(
+                CANCELLED_BY_USER if why == Settle.STOPPED else "not run: a new message was sent before it started."
+            )
+        elif outcome is None and job is not None and why == Settle.NEW_MESSAGE:
+            outcome = (
+                ToolOutcome.cancelled("not run: a new message was sent before it started.")
+                if tool_job_cancel(job_id=job.pk, only_queued=True)
+                else ToolOutcome.unknown(confirmation.tool_name)
+            )
+        if outcome is None:
+            continue
+        settled.append(
+            tool_result_store(
+                conversation=conversation,
+                tool_call_id=confirmation.tool_call_id,
+                tool_name=confirmation.tool_name,
+                outcome=outcome,
+                run_id=run_id,
+                confirmation=confirmation,
+            )
+        )
+    return settled
 
 
 @transaction.atomic
@@ -273,19 +360,26 @@ def conversation_recover(*, conversation: Conversation, run_id: str | None = Non
     """What a dead run left behind: its streaming answer becomes `interrupted`, its calls get a result.
 
     Without `run_id` (a run that just took the gate) everything still streaming is a dead run's; with it,
-    only that run's messages are touched, since the gate may already belong to a new run.
+    only that run's messages are touched, since the gate may already belong to a new run. Decided calls are
+    left to the next run, which carries them out or tells how they ended before anything else (runs.resume
+    starts one as soon as a page joins); their background jobs go on, for that run to wait for.
     """
     messages = Message.objects.filter(conversation=conversation, status=Message.Status.STREAMING)
     if run_id:
         messages = messages.filter(metadata__run_id=run_id)
     messages.update(status=Message.Status.INTERRUPTED)
-    # Nobody waits for the dead run's background jobs any more: a queued one need not start.
-    jobs = ToolJob.objects.filter(conversation=conversation, status__in=[ToolJob.Status.QUEUED, ToolJob.Status.RUNNING])
+    # Nobody waits for the dead run's other background jobs any more: a queued one need not start.
+    jobs = ToolJob.objects.filter(conversation=conversation, status__in=ToolJob.OPEN).exclude(
+        tool_call_id__in=conversation.confirmations.values("tool_call_id")
+    )
     if run_id:
         jobs = jobs.filter(run_id=run_id)
     jobs.update(status=ToolJob.Status.CANCELLED, error=INTERRUPTED, finished_at=timezone.now())
     dangling_calls_close(
-        conversation=conversation, content=INTERRUPTED, run_id=run_id or "", only_that_run=bool(run_id)
+        conversation=conversation,
+        why=ToolOutcome.cancelled(INTERRUPTED),
+        run_id=run_id or "",
+        only_that_run=bool(run_id),
     )
 
 
@@ -378,7 +472,8 @@ def confirmation_decide(
 
 
 def confirmations_supersede(*, conversation: Conversation, actor) -> list[Message]:
-    """A new user message while decisions are pending: they lapse, and their tool messages (returned) say so."""
+    """A new user message: pending decisions lapse, decided calls not carried out are settled, and their tool
+    messages (returned) say so, ahead of the new message."""
     now = timezone.now()
     lapsed = []
     for confirmation in conversation.confirmations.filter(status=PendingConfirmation.Status.PENDING):
@@ -398,13 +493,14 @@ def confirmations_supersede(*, conversation: Conversation, actor) -> list[Messag
                 conversation=conversation,
                 tool_call_id=confirmation.tool_call_id,
                 tool_name=confirmation.tool_name,
-                content="Error: not run: "
-                + (
-                    "the user did not decide in time."
-                    if expired
-                    else "the user sent a new message instead of deciding."
+                outcome=ToolOutcome.cancelled(
+                    "not run: "
+                    + (
+                        "the user did not decide in time."
+                        if expired
+                        else "the user sent a new message instead of deciding."
+                    )
                 ),
-                is_error=True,
                 run_id="",
             )
             audit_record(
@@ -414,7 +510,7 @@ def confirmations_supersede(*, conversation: Conversation, actor) -> list[Messag
                 data={"confirmation_id": str(confirmation.pk), "tool": confirmation.tool_name, "decision": status},
             )
         lapsed.append(message)
-    return lapsed
+    return lapsed + decisions_settle(conversation=conversation, why=Settle.NEW_MESSAGE)
 
 
 # --- slow tools: background jobs ------------------------------------------------------------------
@@ -423,8 +519,20 @@ WORKER_LOST = "the background worker stopped while running it"
 
 
 @transaction.atomic
-def tool_job_enqueue(*, conversation: Conversation, user, run_id: str, tool, tool_call_id: str, args: dict) -> ToolJob:
-    """Store the job and queue it for the worker in one transaction: both or neither."""
+def tool_job_enqueue(
+    *,
+    conversation: Conversation,
+    user,
+    run_id: str,
+    tool,
+    tool_call_id: str,
+    args: dict,
+    claim: PendingConfirmation | None = None,
+) -> ToolJob:
+    """Store the job and queue it for the worker in one transaction: both or neither, with the decided call's
+    claim (`claim`) too, so that a claimed call always has the job that tells how it went."""
+    if claim is not None and not confirmation_claim(confirmation=claim):
+        raise AlreadySettled(f"The call {tool_call_id} was started by another run.")
     job = ToolJob.objects.create(
         conversation=conversation,
         user=user,
@@ -463,16 +571,14 @@ def tool_job_beat(*, job_id: str, attempt: int) -> bool:
     )
 
 
-def tool_job_finish(
-    *, job_id: str, attempt: int, ok: bool, output: Any = None, error: str = "", reason: str = ""
-) -> bool:
+def tool_job_finish(*, job_id: str, attempt: int, outcome: ToolOutcome) -> bool:
     """Store the outcome, only if this attempt still holds the job (not cancelled, not given up as lost)."""
     return bool(
         ToolJob.objects.filter(pk=job_id, status=ToolJob.Status.RUNNING, attempt=attempt).update(
-            status=ToolJob.Status.SUCCEEDED if ok else ToolJob.Status.FAILED,
-            output=_without_nul(output) if ok else None,
-            error=error,
-            reason=reason,
+            status=ToolJob.Status.SUCCEEDED if outcome.ok else ToolJob.Status.FAILED,
+            output=_without_nul(outcome.output) if outcome.ok else None,
+            error=outcome.error,
+            outcome=outcome.outcome,
             finished_at=timezone.now(),
         )
     )
@@ -494,17 +600,23 @@ def tool_job_check(*, job_id: str) -> ToolJob:
         current.update(
             status=ToolJob.Status.FAILED,
             error=f"{job.tool_name} failed: {WORKER_LOST} (tried {attempts}).",
-            reason="failed",
+            outcome=Outcome.UNKNOWN if job.max_attempts == 1 else Outcome.ERROR,
             finished_at=timezone.now(),
         )
     job.refresh_from_db()
     return job
 
 
-def tool_job_cancel(*, job_id: str) -> None:
-    """A queued job will not start; a running one's outcome is dropped (the tool itself runs on to its end)."""
-    ToolJob.objects.filter(pk=job_id, status__in=[ToolJob.Status.QUEUED, ToolJob.Status.RUNNING]).update(
-        status=ToolJob.Status.CANCELLED, finished_at=timezone.now()
+def tool_job_cancel(*, job_id, only_queued: bool = False) -> bool:
+    """A queued job will not start; a running one's outcome is dropped (the tool itself runs on to its end).
+
+    With `only_queued`, a job that has started is left to finish. Returns whether the job was cancelled.
+    """
+    statuses = [ToolJob.Status.QUEUED] if only_queued else ToolJob.OPEN
+    return bool(
+        ToolJob.objects.filter(pk=job_id, status__in=statuses).update(
+            status=ToolJob.Status.CANCELLED, finished_at=timezone.now()
+        )
     )
 
 

@@ -6,6 +6,7 @@ the row is where cancels, retries and a lost worker are settled, whichever proce
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -13,12 +14,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django_tasks import task
+from pydantic import BaseModel
 
-from agentchat.agent.orchestrator import ToolOutcome, call_tool
-from tools.registry import ToolArgumentsError, registry
+from agentchat.agent.calls import ToolAccess, ToolOutcome, call_tool, carry_out_decided
+from tools.registry import Tool, registry
 
 from . import selectors, services
 from .models import ToolJob
@@ -32,26 +35,26 @@ def run_tool_job(job_id: str, attempt: int) -> None:
         return
     job = ToolJob.objects.select_related("conversation", "user").get(pk=job_id)
     with _heartbeat(job_id, attempt):
-        outcome = _run(job)
-    output = json.loads(json.dumps(outcome.output, ensure_ascii=False, default=str)) if outcome.ok else None
-    services.tool_job_finish(
-        job_id=job_id, attempt=attempt, ok=outcome.ok, output=output, error=outcome.error, reason=outcome.reason
+        outcome = async_to_sync(_run)(job)
+    if outcome.ok:
+        outcome = ToolOutcome.done(json.loads(json.dumps(outcome.output, ensure_ascii=False, default=str)))
+    services.tool_job_finish(job_id=job_id, attempt=attempt, outcome=outcome)
+
+
+async def _run(job: ToolJob) -> ToolOutcome:
+    """The call as its user may make it now: the same steps as in a run, past the gate it passed there."""
+    user = await database_sync_to_async(selectors.user_as_stored)(job.user_id)
+
+    async def execute(tool: Tool, args: BaseModel, call_id: str) -> ToolOutcome:
+        ctx = await database_sync_to_async(selectors.tool_context)(job.conversation, user)
+        return await call_tool(tool, args, ctx)
+
+    access = ToolAccess(
+        lookup=registry.find,
+        permitted=database_sync_to_async(functools.partial(selectors.user_may_use, job.user_id)),
+        execute=execute,
     )
-
-
-def _run(job: ToolJob) -> ToolOutcome:
-    """The call as its user would make it now: permission checked again, arguments validated again."""
-    tool = registry.get(job.tool_name) if registry.has(job.tool_name) else None
-    if tool is None:
-        return ToolOutcome.unavailable(job.tool_name)
-    ctx = selectors.tool_context(job.conversation, job.user, tool)
-    if ctx is None:
-        return ToolOutcome.denied(job.tool_name)
-    try:
-        args = tool.validate(job.args)
-    except ToolArgumentsError as exc:
-        return ToolOutcome(ok=False, error=str(exc), reason="invalid_arguments")
-    return async_to_sync(call_tool)(tool, args, ctx)
+    return await carry_out_decided(access, job.tool_call_id, job.tool_name, job.args)
 
 
 @contextmanager

@@ -15,6 +15,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from agentchat.agent.calls import Outcome
+
 from . import selectors, services
 from .markdown import render_markdown
 from .models import Conversation, Message
@@ -26,8 +28,6 @@ TITLE_MAX = 200
 # What the browser accepts before uploading; the server checks the content again (SPEC §9).
 UPLOAD_MAX_BYTES = 10 * 1024 * 1024
 UPLOAD_EXTENSIONS = [".pdf", ".xlsx", ".csv", ".json", ".png", ".jpg", ".jpeg"]
-# How conversations.runs words the result of a call its owner rejected.
-REJECTED_PREFIX = "Error: rejected by the user"
 
 
 @dataclass
@@ -37,7 +37,7 @@ class ToolCard:
     id: str
     name: str
     args: Any
-    state: str = "running"  # running, waiting (for the owner's decision), ok, error, rejected
+    state: str = "running"  # running, waiting (for the owner's decision), ok, error, rejected, cancelled, unknown
     output: str = ""
     result_id: int | None = None
 
@@ -77,10 +77,17 @@ def _list_filters(request: HttpRequest) -> dict[str, Any]:
     }
 
 
+# How a call that ended is shown; every outcome not named here is a failure.
+CARD_STATES = {
+    Outcome.DONE: "ok",
+    Outcome.REJECTED: "rejected",
+    Outcome.CANCELLED: "cancelled",
+    Outcome.UNKNOWN: "unknown",
+}
+
+
 def _result_state(result: Message) -> str:
-    if not result.is_error:
-        return "ok"
-    return "rejected" if result.content.startswith(REJECTED_PREFIX) else "error"
+    return CARD_STATES.get(result.outcome, "error")
 
 
 def _timeline(history: list[Message], pending_call_ids: set[str]) -> list[Entry]:

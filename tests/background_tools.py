@@ -12,9 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from tools.registry import ToolContext, ToolRegistry
+from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
 LOG_ENV = "AGENTCHAT_TEST_JOB_LOG"
 GATE_ENV = "AGENTCHAT_TEST_JOB_GATE"
@@ -23,7 +21,7 @@ PUBLISH = "publish_report"
 LONG = "archive_everything"
 
 
-class ReportArgs(BaseModel):
+class ReportArgs(ToolArgs):
     note: str
 
 

@@ -76,6 +76,19 @@ def _pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def _unanswered_calls(messages: list[dict[str, Any]]) -> list[str]:
+    """The tool calls not followed, before the next non-tool message, by a tool message with their id."""
+    missing: list[str] = []
+    waiting: set[str] = set()
+    for message in [*messages, {"role": "end"}]:
+        if message.get("role") == "tool":
+            waiting.discard(message.get("tool_call_id"))
+            continue
+        missing.extend(sorted(waiting))
+        waiting = {call["id"] for call in message.get("tool_calls") or []}
+    return missing
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -104,6 +117,19 @@ class _Handler(BaseHTTPRequestHandler):
         fake.record(RecordedRequest(path=self.path, headers=headers, body=body))
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send_json(404, {"error": {"message": f"Unknown path {self.path}", "type": "invalid_request_error"}})
+            return
+        if isinstance(body, dict) and (unanswered := _unanswered_calls(body.get("messages") or [])):
+            # As OpenAI's own API does: a history with a tool call and no result is refused.
+            self._send_json(
+                400,
+                {
+                    "error": {
+                        "message": "An assistant message with 'tool_calls' must be followed by tool messages "
+                        f"responding to each 'tool_call_id'. Missing: {', '.join(unanswered)}",
+                        "type": "invalid_request_error",
+                    }
+                },
+            )
             return
         reply = fake.next_reply()
         if reply.stall and reply.stall_after is None and fake.stopping.wait(reply.stall):

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 
-from pydantic import BaseModel
-
-from tools.registry import ToolContext, registry
+from tools.registry import ToolArgs, ToolContext, registry
 
 LOG_ENV = "AGENTCHAT_TEST_TOOL_LOG"
 TOOL_NAME = "processes_write_note"
 
 
-class NoteArgs(BaseModel):
+class NoteArgs(ToolArgs):
     note: str
 
 

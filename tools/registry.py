@@ -1,5 +1,9 @@
 """Tools the agent can call: a function, a pydantic model of its arguments, and a few flags.
 
+class DeployArgs(ToolArgs):
+    dashboard_id: int
+    environment: Literal["staging", "production"]
+
 @tool(permission="dashboards.deploy", requires_confirmation=True,
       examples=[("Deploy dashboard 3 to staging", {"dashboard_id": 3, "environment": "staging"})])
 def deploy_dashboard(args: DeployArgs, ctx: ToolContext) -> dict:
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import threading
 import typing
@@ -19,7 +24,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentchat.agent.providers import ToolSchema
 from agentchat.agent.providers.base import ToolExample
@@ -49,12 +54,123 @@ class ToolTimeout(TimeoutError):
     pass
 
 
-def _describe(error: ValidationError) -> str:
-    problems = []
+class ToolArgs(BaseModel):
+    """The base of a tool's arguments: a key the model is not told about is refused, never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# What a value of each type should have been, for the type errors of strict validation.
+EXPECTED = {
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "model_type": "an object",
+}
+SHOWN_CHARS = 60
+
+
+def _forbids_extra(model: Any) -> bool:
+    return isinstance(model, type) and issubclass(model, BaseModel) and model.model_config.get("extra") == "forbid"
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def _either(choices: list[str]) -> str:
+    return choices[0] if len(choices) == 1 else f"{', '.join(choices[:-1])} or {choices[-1]}"
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model inside an annotation such as `list[Filter] | None`, if there is one."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next(filter(None, map(_model_in, typing.get_args(annotation))), None)
+
+
+def _keys(model: type[BaseModel] | None) -> dict[str, Any]:
+    """A model's fields by the key the caller uses: the alias when there is one."""
+    return {info.alias or name: info for name, info in model.model_fields.items()} if model else {}
+
+
+def _known(model: type[BaseModel], parent: tuple[int | str, ...]) -> list[str] | None:
+    """The keys the object at `parent` may have, when its model can be told from the annotations."""
+    annotation: Any = model
+    for part in parent:
+        if isinstance(part, int):
+            continue
+        field = _keys(_model_in(annotation)).get(part)
+        if field is None:
+            return None
+        annotation = field.annotation
+    found = _model_in(annotation)
+    return list(_keys(found)) if found else None
+
+
+def _where(data: Any, loc: tuple[int | str, ...], *, absent_last: bool) -> tuple[int | str, ...]:
+    """`loc` without the tags pydantic puts after a union's name for each of its members (`value.str`).
+
+    What is not a key of the arguments is such a tag, except a missing field's own name.
+    """
+    kept: list[int | str] = []
+    for number, part in enumerate(loc):
+        if (isinstance(data, dict) and part in data) or (
+            isinstance(data, list) and isinstance(part, int) and part < len(data)
+        ):
+            kept.append(part)
+            data = data[part]
+        elif absent_last and number == len(loc) - 1:
+            kept.append(part)
+    return tuple(kept)
+
+
+def _describe(error: ValidationError, model: type[BaseModel], data: Any) -> str:
+    """Every offending field with what was wrong; a union's refusals of one value become one sentence."""
+    expected: dict[tuple[int | str, ...], list[str]] = {}
+    got: dict[tuple[int | str, ...], Any] = {}
+    said: dict[tuple[int | str, ...], list[str]] = {}
     for item in error.errors(include_url=False):
-        where = ".".join(str(part) for part in item["loc"]) or "arguments"
-        problems.append(f"{where}: {item['msg']}")
+        kind = item["type"]
+        where = _where(data, item["loc"], absent_last=kind == "missing")
+        said.setdefault(where, [])
+        if kind in EXPECTED or kind == "literal_error":
+            expected.setdefault(where, []).append(EXPECTED.get(kind) or item["ctx"]["expected"])
+            got[where] = item["input"]
+        elif kind == "extra_forbidden":
+            known = _known(model, where[:-1])
+            what = "unknown argument" if len(where) == 1 else "unknown key"
+            said[where].append(what if known is None else f"{what} (known: {', '.join(known) or 'none'})")
+        elif kind == "missing":
+            said[where].append("required, but missing")
+        else:
+            said[where].append(item["msg"].removeprefix("Value error, "))
+    problems = []
+    for where, texts in said.items():
+        if where in expected:
+            texts = [f"expected {_either(expected[where])}, got {_shown(got[where])}", *texts]
+        problems.append(f"{'.'.join(map(str, where)) or 'arguments'}: {'; '.join(texts)}")
     return "; ".join(problems)
+
+
+def _unsaid(value: Any) -> dict[Any, Any]:
+    """`model_dump`'s `exclude` for the fields that say nothing: None, where None is the default too."""
+    if isinstance(value, BaseModel):
+        found: dict[Any, Any] = {}
+        for name, info in type(value).model_fields.items():
+            item = getattr(value, name)
+            inner = True if item is None and info.default is None else _unsaid(item)
+            if inner:
+                found[name] = inner
+        return found
+    if isinstance(value, list | dict):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        return {key: inner for key, item in items if (inner := _unsaid(item))}
+    return {}
 
 
 def _call_sync(func: Callable, args: BaseModel, ctx: ToolContext) -> Any:
@@ -95,13 +211,33 @@ class Tool:
     def permitted(self, user) -> bool:
         return self.permission is None or (user is not None and user.has_perm(self.permission))
 
-    def validate(self, args: Any) -> BaseModel:
-        if not isinstance(args, dict):
+    def validate(self, raw: Any) -> BaseModel:
+        """The arguments as the tool's model, strictly: a value of the wrong type is refused, not converted."""
+        # As JSON, which is what arguments are. Both strict modes refuse true, 42.0 and "42" for an int and 42 for
+        # a str, and take 1 for a float; Python mode would also ask for what JSON cannot carry (a list, not a tuple;
+        # enum members, datetimes), where JSON mode takes their JSON forms. Neither makes a Literal strict: it
+        # matches by equality, so Literal[1] takes true (the OpenAPI enums check the type themselves).
+        if not isinstance(raw, dict):
             raise ToolArgumentsError(f"Invalid arguments for {self.name}: expected a JSON object.")
         try:
-            return self.args_model.model_validate(args)
+            text = json.dumps(raw, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ToolArgumentsError(
+                f"Invalid arguments for {self.name}: expected plain JSON values (no NaN or Infinity)."
+            ) from None
+        try:
+            return self.args_model.model_validate_json(text, strict=True)
         except ValidationError as exc:
-            raise ToolArgumentsError(f"Invalid arguments for {self.name}: {_describe(exc)}") from None
+            problems = _describe(exc, self.args_model, json.loads(text))
+            raise ToolArgumentsError(f"Invalid arguments for {self.name}: {problems}") from None
+
+    def normalise(self, valid: BaseModel) -> dict[str, Any]:
+        """The one JSON form of validated arguments, for the approval card, the confirmation, the audit and the call.
+
+        Every field is in it, defaults too (a person sees that a commit goes to "main"), but for one that is None
+        by default and still None: it says nothing. `validate` gives back the same arguments from it.
+        """
+        return valid.model_dump(mode="json", by_alias=True, exclude=_unsaid(valid))
 
     async def run(self, args: BaseModel, ctx: ToolContext) -> Any:
         """Run with the tool's timeout. A sync tool runs in a worker thread, which a timeout abandons."""
@@ -122,6 +258,11 @@ class ToolRegistry:
         self._sources_lock = threading.Lock()
 
     def register(self, tool: Tool) -> Tool:
+        if not _forbids_extra(tool.args_model):
+            raise TypeError(
+                f"{tool.name}: the arguments model must be a pydantic model that forbids unknown keys "
+                "(derive it from ToolArgs)."
+            )
         if tool.name in self._tools:
             raise ValueError(f"A tool named {tool.name!r} is registered already.")
         self._tools[tool.name] = tool
@@ -152,12 +293,16 @@ class ToolRegistry:
                 for tool in tools:
                     try:
                         self.register(tool)
-                    except ValueError:
+                    except (TypeError, ValueError):
                         logger.exception("a tool of %r was not registered", load)
 
     def get(self, name: str) -> Tool:
         self._load_sources()
         return self._tools[name]
+
+    def find(self, name: str) -> Tool | None:
+        self._load_sources()
+        return self._tools.get(name)
 
     def has(self, name: str) -> bool:
         self._load_sources()
@@ -205,25 +350,23 @@ class ToolRegistry:
             description = inspect.cleandoc(func.__doc__ or "")
             if not description:
                 raise TypeError(f"{func.__name__}: the docstring is the tool's description, and it is missing.")
+            tool = Tool(
+                name=name or func.__name__,
+                description=description,
+                args_model=args_model,
+                func=func,
+                requires_confirmation=requires_confirmation,
+                permission=permission,
+                timeout=timeout,
+                slow=slow,
+                examples=examples,
+            )
             for request, args in examples:
                 try:
-                    args_model.model_validate(args)
-                except ValidationError as exc:
-                    problems = _describe(exc)
-                    raise TypeError(f"{func.__name__}: example {request!r} has bad arguments: {problems}") from None
-            return self.register(
-                Tool(
-                    name=name or func.__name__,
-                    description=description,
-                    args_model=args_model,
-                    func=func,
-                    requires_confirmation=requires_confirmation,
-                    permission=permission,
-                    timeout=timeout,
-                    slow=slow,
-                    examples=examples,
-                )
-            )
+                    tool.validate(args)
+                except ToolArgumentsError as exc:
+                    raise TypeError(f"{func.__name__}: example {request!r} has bad arguments: {exc}") from None
+            return self.register(tool)
 
         return decorate(func) if func is not None else decorate
 

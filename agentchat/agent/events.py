@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal
 
+from .calls import Outcome, ToolOutcome
 from .providers import ToolCall
 
 RunStatus = Literal["completed", "cancelled", "awaiting_confirmation", "iteration_limit", "failed"]
@@ -53,27 +53,22 @@ class ToolEnd(RunEvent):
     tool: str
     output: Any
 
-    @property
-    def content(self) -> str:
-        """The tool message the model reads next round."""
-        if isinstance(self.output, str):
-            return self.output
-        return json.dumps(self.output, ensure_ascii=False, default=str)
+    def result(self) -> ToolOutcome:
+        return ToolOutcome.done(self.output)
 
 
 @dataclass(kw_only=True)
 class ToolError(RunEvent):
-    """The call did not produce a result: bad arguments, a raise, a timeout, no permission, or the user said no."""
+    """The call did not produce a result; `outcome` says why (see calls.Outcome), `error` says it in words."""
 
     type: ClassVar[str] = "tool_error"
     tool_call_id: str
     tool: str
     error: str
-    reason: Literal["invalid_arguments", "failed", "timeout", "permission_denied", "rejected"] = "failed"
+    outcome: str = Outcome.ERROR.value
 
-    @property
-    def content(self) -> str:
-        return f"Error: {self.error}"
+    def result(self) -> ToolOutcome:
+        return ToolOutcome(Outcome(self.outcome), error=self.error)
 
 
 @dataclass(kw_only=True)

@@ -1,4 +1,4 @@
-"""One run of the agent: rounds of provider → validate → (confirm) → execute, yielded as events (SPEC §6).
+"""One run of the agent: rounds of provider → carry out the calls (calls.carry_out), yielded as events.
 
 The engine is plain async Python. It is handed the history, the tools this user may use and the
 provider, and yields events; storing them, fanning them out and cancelling are the caller's work.
@@ -7,16 +7,14 @@ Resuming after a confirmation is running again on a history that holds the decis
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
-from typing import Any
 
-from pydantic import BaseModel
+from tools.registry import Tool
 
-from tools.registry import Tool, ToolArgumentsError, ToolContext, ToolRegistry, ToolTimeout
-
+from .calls import NeedsConfirmation, Started, ToolAccess, ToolOutcome, carry_out, with_every_result
 from .events import (
     AssistantMessage,
     ConfirmRequired,
@@ -30,42 +28,9 @@ from .events import (
 )
 from .providers import ChatMessage, Provider, ProviderChatParams, ProviderChatResponse, ProviderError, TextDelta
 
+logger = logging.getLogger(__name__)
+
 LIMIT_MESSAGE = "Reached maximum iteration limit"
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    ok: bool
-    output: Any = None
-    error: str = ""
-    reason: str = "failed"
-
-    @classmethod
-    def denied(cls, name: str) -> ToolOutcome:
-        return cls(ok=False, error=f"permission denied: you may not use {name}.", reason="permission_denied")
-
-    @classmethod
-    def unavailable(cls, name: str) -> ToolOutcome:
-        return cls(ok=False, error=f"{name} is no longer available.")
-
-
-async def call_tool(tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome:
-    """Run one validated call; whatever the tool raises becomes a failed outcome, never a crash."""
-    try:
-        output = await tool.run(args, ctx)
-    except ToolTimeout as exc:
-        return ToolOutcome(ok=False, error=str(exc), reason="timeout")
-    except Exception as exc:
-        return ToolOutcome(ok=False, error=f"{tool.name} failed: {exc}" if str(exc) else f"{tool.name} failed.")
-    return ToolOutcome(ok=True, output=output)
-
-
-# How a validated call is carried out: call_tool here and now, or (in the run layer) a slow tool as a job.
-Execute = Callable[[Tool, BaseModel, ToolContext, str], Awaitable[ToolOutcome]]
-
-
-async def call_here(tool: Tool, args: BaseModel, ctx: ToolContext, tool_call_id: str) -> ToolOutcome:
-    return await call_tool(tool, args, ctx)
 
 
 class AgentRun:
@@ -74,23 +39,20 @@ class AgentRun:
         *,
         provider: Provider,
         tools: Sequence[Tool],
-        registry: ToolRegistry,
-        ctx: ToolContext,
+        access: ToolAccess,
         system_prompt: str = "",
         max_rounds: int = 8,
         run_id: str | None = None,
         seq: int = 0,
-        execute: Execute = call_here,
     ):
+        """`tools` are offered to the model; `access` carries out what it calls (and checks each call again)."""
         self.provider = provider
-        self.tools = {tool.name: tool for tool in tools}
-        self.registry = registry
-        self.ctx = ctx
+        self.tools = list(tools)
+        self.access = access
         self.system_prompt = system_prompt
         self.max_rounds = max_rounds
         self.run_id = run_id or str(uuid.uuid4())
         self.seq = seq
-        self.execute = execute
 
     def _event(self, cls: type[RunEvent], **fields) -> RunEvent:
         self.seq += 1
@@ -130,10 +92,11 @@ class AgentRun:
 
     async def _ask(self, history: list[ChatMessage]) -> AsyncIterator[RunEvent | ProviderChatResponse]:
         """Stream one provider answer; an unusable one is asked for once more, then the run fails."""
+        messages = with_every_result(history)
+        if messages != history:
+            logger.error("run %s: a tool call had no result in the history; the model is told so", self.run_id)
         params = ProviderChatParams(
-            messages=history,
-            system_prompt=self.system_prompt,
-            tools=[tool.schema() for tool in self.tools.values()],
+            messages=messages, system_prompt=self.system_prompt, tools=[tool.schema() for tool in self.tools]
         )
         for attempt in (1, 2):
             try:
@@ -156,30 +119,25 @@ class AgentRun:
 
     def _check_tool_names(self, answer: ProviderChatResponse) -> None:
         for call in answer.tool_calls:
-            if not self.registry.has(call["name"]):
+            if self.access.lookup(call["name"]) is None:
                 raise ProviderError(f"The model called a tool that does not exist: {call['name']}.", retryable=True)
 
     async def _resolve(self, call, history: list[ChatMessage]) -> AsyncIterator[RunEvent]:
         name, call_id = call["name"], call["id"]
-        tool = self.tools.get(name)
-        if tool is None:
-            outcome = ToolOutcome.denied(name)
-        else:
-            try:
-                args = tool.validate(call["args"])
-            except ToolArgumentsError as exc:
-                outcome = ToolOutcome(ok=False, error=str(exc), reason="invalid_arguments")
-            else:
-                if tool.requires_confirmation:
-                    yield self._event(ConfirmRequired, tool_call_id=call_id, tool=name, input=call["args"])
-                    return
+        async for step in carry_out(self.access, call_id, name, call["args"]):
+            if isinstance(step, NeedsConfirmation):
+                yield self._event(ConfirmRequired, tool_call_id=call_id, tool=name, input=step.args)
+            elif isinstance(step, Started):
                 yield self._event(
-                    ToolStart, tool_call_id=call_id, tool=name, input=call["args"], background=tool.in_background
+                    ToolStart, tool_call_id=call_id, tool=name, input=step.args, background=step.tool.in_background
                 )
-                outcome = await self.execute(tool, args, self.ctx, call_id)
+            else:
+                yield self.result_event(call_id, name, step)
+                history.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": step.content})
+
+    def result_event(self, call_id: str, name: str, outcome: ToolOutcome) -> ToolEnd | ToolError:
         if outcome.ok:
-            result = self._event(ToolEnd, tool_call_id=call_id, tool=name, output=outcome.output)
-        else:
-            result = self._event(ToolError, tool_call_id=call_id, tool=name, error=outcome.error, reason=outcome.reason)
-        yield result
-        history.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": result.content})
+            return self._event(ToolEnd, tool_call_id=call_id, tool=name, output=outcome.output)
+        return self._event(
+            ToolError, tool_call_id=call_id, tool=name, error=outcome.error, outcome=outcome.outcome.value
+        )

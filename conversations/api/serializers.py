@@ -57,6 +57,7 @@ class MessageSerializer(serializers.ModelSerializer):
             "tool_call_id",
             "tool_name",
             "is_error",
+            "outcome",
             "status",
             "client_id",
             "attachments",

@@ -119,9 +119,13 @@ const TOOL_STATES = {
   ok: () => gettext("Done"),
   error: () => gettext("Failed"),
   rejected: () => gettext("Rejected"),
+  cancelled: () => gettext("Cancelled"),
+  unknown: () => gettext("Outcome unknown: check before retrying"),
 };
 
-const REJECTED_PREFIX = "Error: rejected by the user";
+// How a call that ended is shown, by its outcome; every outcome not named here is a failure.
+const OUTCOME_STATES = { done: "ok", rejected: "rejected", cancelled: "cancelled", unknown: "unknown" };
+const outcomeState = (outcome) => OUTCOME_STATES[outcome] || "error";
 
 class Chat {
   constructor(root) {
@@ -153,6 +157,7 @@ class Chat {
     this.socket = null;
     this.connected = false;
     this.everReady = false;
+    this.refused = false; // closed with 4401 or 4403: another try would be refused too
     this.attempts = 0;
     this.reconnectTimer = null;
     this.pingTimer = null;
@@ -237,8 +242,8 @@ class Chat {
   updateComposer() {
     const uploading = this.uploads.some((upload) => upload.state === "uploading");
     this.sendButton.disabled = this.archived || !this.connected || uploading;
-    this.input.disabled = this.archived;
-    this.attachButton.disabled = this.archived;
+    this.input.disabled = this.archived || this.refused;
+    this.attachButton.disabled = this.archived || this.refused;
     this.stopButton.hidden = !this.running;
     this.runStatus.hidden = !this.running;
     this.form.classList.toggle("running", this.running);
@@ -276,12 +281,17 @@ class Chat {
     this.syncing = false;
     this.queue = [];
     clearInterval(this.pingTimer);
+    this.refused = event.code === 4401 || event.code === 4403;
     this.updateComposer();
     if (event.code === 4401) {
       this.showConnection(gettext("You are signed out. Sign in again to continue."), { signIn: true });
       return;
     }
-    if (event.code === 4403 || event.code === 4404) {
+    if (event.code === 4403) {
+      this.showConnection(gettext("Disconnected. Reload the page to continue."));
+      return;
+    }
+    if (event.code === 4404) {
       this.showConnection(gettext("This conversation is not available."));
       return;
     }
@@ -434,7 +444,7 @@ class Chat {
       case "tool_error": {
         const card = this.toolCard(frame.tool_call_id, frame.tool);
         this.setCardOutput(card, frame.error);
-        this.setCardState(card, frame.reason === "rejected" ? "rejected" : "error");
+        this.setCardState(card, outcomeState(frame.outcome));
         this.removeConfirmation(frame.tool_call_id);
         break;
       }
@@ -512,8 +522,7 @@ class Chat {
       const card = this.toolCard(message.tool_call_id, message.tool_name);
       card.dataset.resultId = message.id;
       this.setCardOutput(card, pretty(message.content));
-      const rejected = message.is_error && String(message.content).startsWith(REJECTED_PREFIX);
-      this.setCardState(card, message.is_error ? (rejected ? "rejected" : "error") : "ok");
+      this.setCardState(card, outcomeState(message.outcome));
       this.removeConfirmation(message.tool_call_id);
     }
     if (clientId && this.pendingSend && clientId === this.pendingSend.clientId) this.pendingSend = null;
@@ -856,7 +865,13 @@ class Chat {
   }
 
   onError(code, message) {
-    const text = code === "INVALID" ? fill(gettext("That was not accepted: %(detail)s"), { detail: message }) : (ERRORS[code] || (() => gettext("Something went wrong.")))();
+    // Sent just before the socket is closed with 4401 or 4403: the server's own words say why.
+    const refused = (code === "AUTH_REQUIRED" || code === "FORBIDDEN") && Boolean(message);
+    const text = refused
+      ? message
+      : code === "INVALID"
+        ? fill(gettext("That was not accepted: %(detail)s"), { detail: message })
+        : (ERRORS[code] || (() => gettext("Something went wrong.")))();
     if (this.pendingDecision) {
       const card = this.list.querySelector(`.confirm-card[data-confirmation-id="${CSS.escape(this.pendingDecision)}"]`);
       this.pendingDecision = null;
@@ -865,7 +880,7 @@ class Chat {
         for (const button of card.querySelectorAll("button")) button.disabled = false;
         card.querySelector(".confirm-error").textContent = text;
         if (code === "CHECKPOINT_EXPIRED") card.classList.add("expired");
-        return;
+        if (!refused) return;
       }
     }
     if (this.pendingSend) {

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from agentchat.agent.calls import ToolAccess
 from agentchat.agent.orchestrator import AgentRun
 from agentchat.agent.providers import (
     ChatMessage,
@@ -25,30 +26,30 @@ from agentchat.agent.providers import (
     local,
 )
 from agentchat.agent.providers.local import LocalProvider, parse_decision, resolve_model_path
-from tools.registry import ToolContext, ToolRegistry
+from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
 
-class WeatherArgs(BaseModel):
+class WeatherArgs(ToolArgs):
     city: str
 
 
-class Target(BaseModel):
+class Target(ToolArgs):
     host: str
     port: int = 80
 
 
-class DeployArgs(BaseModel):
+class DeployArgs(ToolArgs):
     dashboard: str
     target: Target
 
 
-class OtherTarget(BaseModel):
+class OtherTarget(ToolArgs):
     """Same model name as DeployArgs' one once both sit in one grammar."""
 
     region: str
 
 
-class MigrateArgs(BaseModel):
+class MigrateArgs(ToolArgs):
     target: OtherTarget
 
 
@@ -306,7 +307,7 @@ async def test_a_whole_tool_using_turn_runs_on_the_local_model(provider: LocalPr
         """Get the current weather for a city."""
         return {"city": args.city, "temperature_c": 18, "sky": "clear"}
 
-    run = AgentRun(provider=provider, tools=registry.all(), registry=registry, ctx=ToolContext(user=None))
+    run = AgentRun(provider=provider, tools=registry.all(), access=ToolAccess.direct(registry, ToolContext(user=None)))
     events = [event async for event in run.events([user("What is the weather in Paris?")])]
 
     kinds = [event.type for event in events]

@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ChatMessage, ProviderChatParams, ProviderConfig, ProviderError, ToolSchema, local
 from agentchat.agent.providers.local import LocalProvider, choose_examples, to_chatml_messages
 from agentchat.agent.providers.openai_compatible import to_wire_tools
-from tools.registry import ToolContext, ToolRegistry, registry
+from tools.registry import ToolArgs, ToolContext, ToolRegistry, registry
 
 from .test_local_provider import lock_released
 
@@ -227,7 +226,7 @@ async def test_cancelling_during_a_decision_releases_the_model(provider: LocalPr
 # --- without the model ---
 
 
-class CityArgs(BaseModel):
+class CityArgs(ToolArgs):
     city: str
 
 

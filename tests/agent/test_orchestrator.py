@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-from pydantic import BaseModel
 
+from agentchat.agent.calls import ToolAccess
 from agentchat.agent.events import (
     AssistantMessage,
     ConfirmRequired,
@@ -25,21 +25,21 @@ from agentchat.agent.events import (
 from agentchat.agent.orchestrator import LIMIT_MESSAGE, AgentRun
 from agentchat.agent.providers import get_provider
 from tests.fake_provider import Reply
-from tools.registry import ToolContext, ToolRegistry
+from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
 KEY = "sk-test-SECRET-123"
 SYSTEM_PROMPT = "You are the test agent."
 
 
-class TranscribeArgs(BaseModel):
+class TranscribeArgs(ToolArgs):
     assetId: str | None = None
 
 
-class AssetArgs(BaseModel):
+class AssetArgs(ToolArgs):
     assetId: str
 
 
-class DeployArgs(BaseModel):
+class DeployArgs(ToolArgs):
     dashboard_id: int
     environment: str = "staging"
 
@@ -109,8 +109,7 @@ def start(provider, registry, *, user=None, max_rounds: int = 8) -> AgentRun:
     return AgentRun(
         provider=provider,
         tools=registry.permitted(user),
-        registry=registry,
-        ctx=ToolContext(user=user),
+        access=ToolAccess.direct(registry, ToolContext(user=user)),
         system_prompt=SYSTEM_PROMPT,
         max_rounds=max_rounds,
     )
@@ -231,7 +230,7 @@ async def test_a_tool_that_raises_becomes_a_tool_error_and_the_loop_goes_on(prov
     ]
     [error] = of(events, ToolError)
     assert error.tool_call_id == "call_t1"
-    assert error.reason == "failed"
+    assert error.outcome == "error"
     assert "codec not supported" in error.error
     assert events[-1].status == "completed"
     [tool] = tool_messages(fake_llm.requests[1])
@@ -254,7 +253,7 @@ async def test_invalid_arguments_name_the_field_and_the_tool_does_not_run(
     assert kinds(events) == ["assistant_message", "tool_error", "token", "assistant_message", "run_finished"]
     [error] = of(events, ToolError)
     assert error.tool_call_id == "call_f1"
-    assert error.reason == "invalid_arguments"
+    assert error.outcome == "invalid"
     assert "assetId" in error.error
     assert calls == []
     [tool] = tool_messages(fake_llm.requests[1])
@@ -380,7 +379,7 @@ async def test_a_tool_the_user_may_not_use_is_hidden_and_refused(provider, regis
     assert [tool["function"]["name"] for tool in fake_llm.requests[0].tools] == ["transcribe_video"]
     assert kinds(events) == ["assistant_message", "tool_error", "token", "assistant_message", "run_finished"]
     [error] = of(events, ToolError)
-    assert error.reason == "permission_denied"
+    assert error.outcome == "denied"
     assert "permission denied" in error.error
     assert calls == []
     [tool] = tool_messages(fake_llm.requests[1])
@@ -489,7 +488,7 @@ async def test_a_slow_tool_times_out_and_the_loop_goes_on(provider, registry, fa
 
     assert time.monotonic() - started < 2
     [error] = of(events, ToolError)
-    assert error.reason == "timeout"
+    assert error.outcome == "error"
     assert error.tool_call_id == "call_s"
     assert "slow_report" in error.error
     [tool] = tool_messages(fake_llm.requests[1])
@@ -514,3 +513,25 @@ async def test_a_sync_tool_runs_in_a_worker_thread(provider, registry, fake_llm)
     assert [end.output for end in of(events, ToolEnd)] == [{"assetId": "a", "found": True}]
     assert threads and threads[0] != threading.get_ident()
     assert events[-1].status == "completed"
+
+
+async def test_a_call_without_a_stored_result_reaches_the_provider_with_one(provider, registry, transcribe, fake_llm):
+    """Providers refuse a history whose tool call has no result (the fake one does too): the model is told instead."""
+    fake_llm.script(Reply(text="Shall I try again?"))
+    history = [
+        {"role": "user", "content": "Transcribe vid-1"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "lost", "name": "transcribe_video", "args": {}}]},
+        {"role": "user", "content": "Well?"},
+    ]
+
+    events = [event async for event in start(provider, registry).events(history)]
+
+    assert events[-1].status == "completed", events
+    [request] = fake_llm.requests
+    assert [(m["role"], m.get("tool_call_id")) for m in request.messages[1:]] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "lost"),
+        ("user", None),
+    ]
+    assert tool_messages(request)[0]["content"] == "Error: no result was recorded."

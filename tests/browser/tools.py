@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import time
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from tools.registry import ToolContext, registry
+from tools.registry import ToolArgs, ToolContext, registry
 
 
-class LookupArgs(BaseModel):
+class LookupArgs(ToolArgs):
     query: str
     seconds: float = Field(default=0.0, ge=0, le=5)
 
 
-class DeployArgs(BaseModel):
+class DeployArgs(ToolArgs):
     dashboard: str
     environment: str = "staging"
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Permission
-from pydantic import BaseModel
 
 from tests.fake_provider import Reply
-from tools.registry import ToolContext, ToolRegistry
+from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
 pytestmark = pytest.mark.django_db
 
@@ -15,7 +14,7 @@ URL = "/api/agent/chat"
 HELLO = {"messages": [{"role": "user", "content": "Hello"}]}
 
 
-class TranscribeArgs(BaseModel):
+class TranscribeArgs(ToolArgs):
     assetId: str
 
 

@@ -116,9 +116,18 @@ def test_the_chat_page_draws_the_history(alice, alice_client):
             {"id": "c2", "name": "broken_tool", "args": {}},
             {"id": "c3", "name": "deploy_dashboard", "args": {"id": 7}},
             {"id": "c4", "name": "deploy_dashboard", "args": {"id": 8}},
+            {"id": "c5", "name": "deploy_dashboard", "args": {"id": 9}},
+            {"id": "c6", "name": "search_dashboards", "args": {}},
         ],
     )
-    add(conversation=conversation, role="tool", tool_call_id="c1", tool_name="search_dashboards", content='{"n": 1}')
+    add(
+        conversation=conversation,
+        role="tool",
+        tool_call_id="c1",
+        tool_name="search_dashboards",
+        content='{"n": 1}',
+        outcome="done",
+    )
     add(
         conversation=conversation,
         role="tool",
@@ -126,15 +135,12 @@ def test_the_chat_page_draws_the_history(alice, alice_client):
         tool_name="broken_tool",
         content="Error: boom",
         is_error=True,
+        outcome="error",
     )
-    add(
-        conversation=conversation,
-        role="tool",
-        tool_call_id="c4",
-        tool_name="deploy_dashboard",
-        content="Error: rejected by the user. Reason: not today",
-        is_error=True,
-    )
+    results = {"c4": "rejected", "c5": "unknown", "c6": "cancelled"}
+    for call_id, outcome in results.items():
+        # The card follows the stored outcome, whatever the words of the result.
+        add(conversation=conversation, role="tool", tool_call_id=call_id, content="Error: x", outcome=outcome)
     PendingConfirmation.objects.create(
         conversation=conversation,
         tool_call_id="c3",
@@ -154,6 +160,9 @@ def test_the_chat_page_draws_the_history(alice, alice_client):
     assert 'data-tool-call-id="c2" data-state="error"' in page
     assert 'data-tool-call-id="c3" data-state="waiting"' in page
     assert 'data-tool-call-id="c4" data-state="rejected"' in page
+    assert 'data-tool-call-id="c5" data-state="unknown"' in page
+    assert "Outcome unknown: check before retrying" in page
+    assert 'data-tool-call-id="c6" data-state="cancelled"' in page
     assert "Stopped before the end." in page
     assert f'data-ws-path="/ws/chat/{conversation.pk}/"' in page
     assert f'data-upload-url="/api/assistant/conversations/{conversation.pk}/attachments/"' in page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import uuid
 from datetime import datetime
@@ -14,14 +15,13 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.utils import timezone
-from pydantic import BaseModel
 
 from conversations import consumers, services
 from conversations import runs as run_module
-from conversations.models import AuditEvent, Message, PendingConfirmation
+from conversations.models import AuditEvent, Message, PendingConfirmation, ToolJob
 from conversations.runs import RunManager
 from tests.fake_provider import Reply
-from tools.registry import ToolRegistry
+from tools.registry import ToolArgs, ToolRegistry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,12 +31,12 @@ ASKED = {"dashboard_id": 7, "environment": "staging"}
 DROP_PERMISSION = "auth.delete_group"
 
 
-class DeployArgs(BaseModel):
+class DeployArgs(ToolArgs):
     dashboard_id: int
     environment: str = "production"
 
 
-class LookupArgs(BaseModel):
+class LookupArgs(ToolArgs):
     dashboard_id: int
 
 
@@ -48,6 +48,9 @@ class Calls:
         self.lookup: list[int] = []
         self.contexts: dict[str, Any] = {}
         self.drop: list[int] = []
+        # Set, deploy_dashboard has started and waits for `release` (tests that act while it runs).
+        self.started = threading.Event()
+        self.release: threading.Event | None = None
 
 
 @pytest.fixture
@@ -58,6 +61,9 @@ def tools(monkeypatch) -> Calls:
     @registry.tool(requires_confirmation=True)
     def deploy_dashboard(args: DeployArgs, ctx) -> dict:
         """Deploy a dashboard to an environment."""
+        calls.started.set()
+        if calls.release is not None:
+            calls.release.wait(timeout=10)
         calls.deploy.append(args.model_dump())
         calls.contexts["deploy_dashboard"] = ctx
         return {"deployed": args.dashboard_id, "environment": args.environment}
@@ -242,7 +248,7 @@ async def test_approve_runs_the_stored_call_once_and_resumes_the_run(llm, tools,
     assert decided.data["decision"] == "approve" and decided.data["confirmation_id"] == str(row.pk)
     assert decided.data["args"] == ASKED and decided.data["edited_args"] is None
     called = [event.data for event in await audits(conversation, AuditEvent.Kind.TOOL_CALLED)]
-    assert {"tool": "deploy_dashboard", "args": ASKED} in called
+    assert {"tool": "deploy_dashboard", "tool_call_id": "call_deploy", "args": ASKED} in called
     assert await socket.nothing()
 
 
@@ -638,3 +644,169 @@ async def test_a_decision_sent_before_the_asking_run_has_finished_waits_for_it(
     assert tools.deploy == [ASKED]
     assert one(frames, "tool_end", tool_call_id=DEPLOY_CALL)["run_id"] == resumed["run_id"]
     assert len(llm.requests) == 2
+
+
+# --- exactly once: a decision is carried out once, and always ends with a result ------------------
+
+
+@sync_to_async
+def as_a_dead_run_left_it(confirmation_id, user, *, started: bool, job: ToolJob.Status | None = None) -> None:
+    """The rows a server killed right after an approval leaves: approved, and maybe started (claimed), maybe as a
+    background job; no result. Its gate lapsed long ago."""
+    confirmation = PendingConfirmation.objects.get(pk=confirmation_id)
+    now = timezone.now()
+    confirmation.status = PendingConfirmation.Status.APPROVED
+    confirmation.decided_by, confirmation.decided_at = user, now
+    confirmation.claimed_at = now if started else None
+    confirmation.save()
+    if job is not None:
+        ToolJob.objects.create(
+            conversation=confirmation.conversation,
+            user=user,
+            run_id=uuid.uuid4(),
+            tool_call_id=confirmation.tool_call_id,
+            tool_name=confirmation.tool_name,
+            args=confirmation.args,
+            status=job,
+            output={"deployed": 7, "environment": "staging", "by": "the worker"} if job == "succeeded" else None,
+        )
+
+
+@pytest.fixture
+def restarted(monkeypatch):
+    """A new server process: nothing in memory, only the database."""
+    fresh = RunManager()
+    monkeypatch.setattr("conversations.runs.runs", fresh)
+    monkeypatch.setattr("conversations.consumers.runs", fresh)
+    return fresh
+
+
+def assert_well_formed(request) -> None:
+    """Every tool call the provider is sent has its result right after it (providers refuse anything else)."""
+    expected: list[str] = []
+    for message in request.messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] == expected.pop(0), request.messages
+        else:
+            assert not expected, request.messages
+            expected = [call["id"] for call in message.get("tool_calls") or []]
+    assert not expected, request.messages
+
+
+async def test_an_approval_whose_server_died_before_the_tool_started_runs_it_when_the_page_returns(
+    llm, tools, sockets, conversation, alice, restarted
+):
+    first = await sockets(conversation, alice)
+    confirm, _ = await ask_for_deploy(llm, first)
+    await first.close()
+    await as_a_dead_run_left_it(confirm["confirmation_id"], alice, started=False)
+
+    llm.script(Reply(text="Deployed once the server was back."))
+    socket = await sockets(conversation, alice)
+    frames = await socket.receive_until("run_finished")
+
+    await expect_resumed(llm, tools, conversation, frames, ran_with=ASKED, answer="Deployed once the server was back.")
+    row = await confirmation_row(confirm["confirmation_id"])
+    [result] = await tool_messages(conversation, DEPLOY_CALL)
+    assert row.result_id == result.pk and row.claimed_at is not None and result.outcome == "done"
+    assert_well_formed(llm.requests[-1])
+
+    # Settled: opening the page again carries out nothing more.
+    again = await sockets(conversation, alice)
+    assert again.ready["run"] is None and again.ready["pending_confirmations"] == []
+    await again.send({"type": "ping"})
+    assert (await again.receive())["type"] == "pong"
+    assert tools.deploy == [ASKED] and len(llm.requests) == 2
+
+
+async def test_an_approval_whose_server_died_while_the_tool_ran_says_so_and_never_runs_it_again(
+    llm, tools, sockets, conversation, alice, restarted
+):
+    first = await sockets(conversation, alice)
+    confirm, _ = await ask_for_deploy(llm, first)
+    await first.close()
+    await as_a_dead_run_left_it(confirm["confirmation_id"], alice, started=True)
+
+    llm.script(Reply(text="I cannot tell whether dashboard 7 was deployed; please check."))
+    socket = await sockets(conversation, alice)
+    frames = await socket.receive_until("run_finished")
+
+    assert tools.deploy == []
+    assert not of(frames, "tool_start") and not of(frames, "tool_end"), frames
+    unknown = one(frames, "tool_error", tool_call_id=DEPLOY_CALL)
+    assert unknown["outcome"] == "unknown"
+    assert "stopped while deploy_dashboard was running" in unknown["error"] and "Check before" in unknown["error"]
+    [result] = await tool_messages(conversation, DEPLOY_CALL)
+    assert result.outcome == "unknown" and result.is_error
+    assert (await confirmation_row(confirm["confirmation_id"])).result_id == result.pk
+    assert frames[-1]["status"] == "completed" and not of(frames, "error"), frames
+    assert_well_formed(llm.requests[-1])
+    sent = [m["content"] for m in llm.requests[-1].messages if m.get("tool_call_id") == DEPLOY_CALL]
+    assert sent == [result.content]
+
+
+async def test_a_background_job_left_by_a_dead_server_gives_its_own_result(
+    llm, tools, sockets, conversation, alice, restarted
+):
+    first = await sockets(conversation, alice)
+    confirm, _ = await ask_for_deploy(llm, first)
+    await first.close()
+    await as_a_dead_run_left_it(confirm["confirmation_id"], alice, started=True, job=ToolJob.Status.SUCCEEDED)
+
+    llm.script(Reply(text="The worker deployed it."))
+    socket = await sockets(conversation, alice)
+    frames = await socket.receive_until("run_finished")
+
+    assert tools.deploy == []
+    end = one(frames, "tool_end", tool_call_id=DEPLOY_CALL)
+    assert end["output"] == {"deployed": 7, "environment": "staging", "by": "the worker"}
+    [result] = await tool_messages(conversation, DEPLOY_CALL)
+    assert result.outcome == "done" and json.loads(result.content) == end["output"]
+    assert frames[-1]["status"] == "completed"
+    assert_well_formed(llm.requests[-1])
+
+
+async def test_stop_while_an_approved_call_runs_lets_it_finish_and_records_it(llm, tools, sockets, conversation, alice):
+    socket = await sockets(conversation, alice)
+    confirm, _ = await ask_for_deploy(llm, socket)
+    tools.release = threading.Event()
+
+    await decide(socket, confirm["confirmation_id"])
+    await socket.receive_until("tool_start", tool_call_id=DEPLOY_CALL)
+    assert await asyncio.to_thread(tools.started.wait, 5)
+    await socket.send({"type": "cancel"})
+    # The stop reaches the run while the deploy is still going; only then does the deploy end.
+    async with asyncio.timeout(5):
+        while not any(run.task.cancelling() for run in run_module.runs.live.values()):
+            await asyncio.sleep(0.01)
+    tools.release.set()
+    frames = await socket.receive_until("run_finished")
+
+    assert frames[-1]["status"] == "cancelled", frames
+    assert tools.deploy == [ASKED]
+    end = one(frames, "tool_end", tool_call_id=DEPLOY_CALL)
+    assert end["output"] == {"deployed": 7, "environment": "staging"}
+    [result] = await tool_messages(conversation, DEPLOY_CALL)
+    assert result.outcome == "done"
+    assert (await confirmation_row(confirm["confirmation_id"])).result_id == result.pk
+    assert len(llm.requests) == 1  # stopped: the model is not asked again
+
+
+async def test_a_new_message_settles_an_approval_whose_server_died_before_it_started(
+    llm, tools, sockets, conversation, alice
+):
+    socket = await sockets(conversation, alice)
+    confirm, _ = await ask_for_deploy(llm, socket)
+    await as_a_dead_run_left_it(confirm["confirmation_id"], alice, started=False)
+    llm.script(Reply(text="Here are the stats."))
+
+    await socket.send({"type": "message", "content": "Show me the stats instead", "client_id": "c2"})
+    frames = await socket.receive_until("run_finished")
+
+    assert tools.deploy == []
+    assert frames[0]["type"] == "message" and frames[0]["message"]["tool_call_id"] == DEPLOY_CALL
+    assert frames[0]["message"]["outcome"] == "cancelled"
+    assert "new message was sent before it started" in frames[0]["message"]["content"]
+    assert frames[1]["type"] == "message" and frames[1]["client_id"] == "c2"
+    assert frames[-1]["status"] == "completed" and not of(frames, "error"), frames
+    assert_well_formed(llm.requests[-1])

@@ -330,3 +330,131 @@ async def test_a_forged_call_is_refused_not_run_and_audited(
     [denied] = await audits(bobs_conversation, AuditEvent.Kind.PERMISSION_DENIED)
     assert denied.actor_id == bob.pk and denied.data["tool"] == tool
     assert "permission denied" in tool_message_sent(llm.requests[1], "call_forged")
+
+
+# --- what is approved is exactly what runs ---------------------------------------------------------
+
+
+async def test_a_mistyped_dashboard_id_is_refused_not_coerced_and_the_model_is_told(
+    llm, sockets, conversation, alice, catalogue
+):
+    llm.script(
+        Reply(tool_calls=[("deploy_dashboard", {"dashboard_id": True, "environment": "production"}, "call_bool")]),
+        Reply(text="Which dashboard did you mean?"),
+    )
+    socket = await sockets(conversation, alice)
+
+    frames = await say(socket, "deploy it to production")
+
+    assert not of(frames, "confirm_required") and not of(frames, "tool_start"), frames
+    refused = one(frames, "tool_error", tool_call_id="call_bool")
+    assert refused["outcome"] == "invalid"
+    assert "dashboard_id: expected a whole number, got true" in refused["error"]
+    assert tool_message_sent(llm.requests[1], "call_bool") == f"Error: {refused['error']}"
+    assert await rows(PendingConfirmation, conversation=conversation) == []
+    assert await rows(Deployment, deployed_by=alice) == []
+    assert frames[-1]["status"] == "completed"
+
+
+async def test_an_unknown_search_filter_is_an_error_not_every_dashboard(llm, sockets, conversation, alice, catalogue):
+    llm.script(
+        Reply(tool_calls=[("search_dashboards", {"has_validation_errors": True}, "call_search")]),
+        Reply(text="Let me try that again."),
+    )
+    socket = await sockets(conversation, alice)
+
+    frames = await say(socket, "dashboards with validation errors")
+
+    assert not of(frames, "tool_end"), frames
+    refused = one(frames, "tool_error", tool_call_id="call_search")
+    assert refused["outcome"] == "invalid" and "has_validation_errors: unknown argument" in refused["error"]
+    assert "has_validation_problems" in refused["error"]  # the model learns the right name
+
+
+async def test_the_card_the_confirmation_the_audit_and_the_deployment_agree(
+    llm, sockets, conversation, alice, catalogue
+):
+    llm.script(Reply(tool_calls=[("deploy_dashboard", {"dashboard_id": 42, "environment": " Prod "}, "call_deploy")]))
+    socket = await sockets(conversation, alice)
+    frames = await say(socket, "ship 42 to prod")
+    confirm = one(frames, "confirm_required")
+    llm.script(Reply(text="Done."))
+
+    await socket.send({"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "approve"})
+    frames = await socket.receive_until("run_finished")
+
+    assert confirm["input"] == DEPLOY_42  # " Prod " is shown as what runs: production
+    [row] = await rows(PendingConfirmation, pk=confirm["confirmation_id"])
+    assert row.args == DEPLOY_42 and row.args_hash == services.args_hash(DEPLOY_42)
+    [requested] = await audits(conversation, AuditEvent.Kind.CONFIRMATION_REQUESTED)
+    [decided] = await audits(conversation, AuditEvent.Kind.CONFIRMATION_DECIDED)
+    called = [event.data["args"] for event in await audits(conversation, AuditEvent.Kind.TOOL_CALLED)]
+    assert requested.data["args"] == decided.data["args"] == DEPLOY_42 and called == [DEPLOY_42]
+    assert one(frames, "tool_start", tool_call_id="call_deploy")["input"] == DEPLOY_42
+    [deployment] = await rows(Deployment, deployed_by=alice)
+    assert (deployment.dashboard_id, deployment.environment) == (42, "production")
+
+
+async def test_edited_arguments_are_held_to_the_same_contract(llm, sockets, conversation, alice, catalogue):
+    socket = await sockets(conversation, alice)
+    confirm, _ = await ask_to_deploy_42(llm, socket)
+
+    for args, named in [
+        ({"dashboard_id": "42", "environment": "staging"}, 'dashboard_id: expected a whole number, got "42"'),
+        ({"dashboard_id": 42, "environment": "staging", "force": True}, "force: unknown argument"),
+    ]:
+        await socket.send(
+            {"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "edit", "args": args}
+        )
+        error = await socket.receive()
+        assert error["type"] == "error" and error["code"] == "INVALID" and named in error["message"], error
+    [row] = await rows(PendingConfirmation, pk=confirm["confirmation_id"])
+    assert row.status == PendingConfirmation.Status.PENDING
+
+    llm.script(Reply(text="On staging."))
+    edit = {"dashboard_id": 42, "environment": "stage"}
+    await socket.send(
+        {"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "edit", "args": edit}
+    )
+    frames = await socket.receive_until("run_finished")
+    normalised = {"dashboard_id": 42, "environment": "staging"}
+    assert one(frames, "tool_start", tool_call_id="call_deploy")["input"] == normalised
+    [row] = await rows(PendingConfirmation, pk=confirm["confirmation_id"])
+    assert row.edited_args == normalised
+    [deployment] = await rows(Deployment, deployed_by=alice)
+    assert deployment.environment == "staging"
+
+
+def revoke_quietly(user, codename: str) -> None:
+    """A permission taken away in the database without a signal (another service, a script)."""
+    user.user_permissions.through.objects.filter(user=user, permission__codename=codename).delete()
+
+
+async def test_a_permission_revoked_during_a_run_is_checked_at_the_next_call(
+    llm, sockets, conversation, alice, catalogue, monkeypatch
+):
+    """The run has used create_branch once; the permission goes while the model is asked again."""
+    llm.script(
+        Reply(tool_calls=[("create_branch", {"dashboard_id": 42}, "call_branch_1")]),
+        Reply(tool_calls=[("create_branch", {"dashboard_id": 42}, "call_branch_2")]),
+        Reply(text="I may not branch it again."),
+    )
+    record = llm.record
+
+    def revoke_at_the_second_request(request) -> None:
+        if len(llm.requests) == 1:
+            revoke_quietly(alice, "create_branch")
+        record(request)
+
+    monkeypatch.setattr(llm, "record", revoke_at_the_second_request)
+    socket = await sockets(conversation, alice)
+
+    frames = await say(socket, "branch dashboard 42, twice")
+
+    assert one(frames, "tool_end", tool_call_id="call_branch_1")
+    refused = one(frames, "tool_error", tool_call_id="call_branch_2")
+    assert refused["outcome"] == "denied" and "permission denied" in refused["error"]
+    assert len(await rows(Branch, dashboard_id=42, created_by=alice)) == 1
+    denied = await audits(conversation, AuditEvent.Kind.PERMISSION_DENIED)
+    assert [event.data["tool"] for event in denied] == ["create_branch"]
+    assert frames[-1]["status"] == "completed"

@@ -144,7 +144,11 @@ async def test_edited_arguments_are_validated_and_sent_instead(llm, billing, soc
         {"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "edit", "args": {"amount": 5}}
     )
     error = await socket.receive()
-    assert error["type"] == "error" and error["code"] == "INVALID" and "invoice_id: Field required" in error["message"]
+    assert (
+        error["type"] == "error"
+        and error["code"] == "INVALID"
+        and "invoice_id: required, but missing" in error["message"]
+    )
     assert billing.calls() == []
 
     llm.script(Reply(text="Refunded 5."))

@@ -14,7 +14,6 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 from django.db.backends.utils import CursorWrapper
-from pydantic import BaseModel
 
 from agentchat.agent.context import TRUNCATION_LIMIT, TRUNCATION_SUFFIX
 from agentchat.agent.orchestrator import LIMIT_MESSAGE
@@ -22,7 +21,7 @@ from conversations import runs as runs_module
 from conversations import services
 from conversations.models import AuditEvent, Message
 from tests.fake_provider import Reply
-from tools.registry import ToolContext, ToolRegistry
+from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,11 +43,11 @@ KEY = "sk-test-SECRET-123"
 # --- tools --------------------------------------------------------------------------------------------
 
 
-class LookupArgs(BaseModel):
+class LookupArgs(ToolArgs):
     q: str
 
 
-class NoArgs(BaseModel):
+class NoArgs(ToolArgs):
     pass
 
 

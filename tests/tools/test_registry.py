@@ -7,15 +7,15 @@ import pytest
 from django.contrib.auth.models import Permission
 from pydantic import BaseModel, Field
 
-from tools.registry import ToolArgumentsError, ToolContext, ToolRegistry, ToolTimeout
+from tools.registry import Tool, ToolArgs, ToolArgumentsError, ToolContext, ToolRegistry, ToolTimeout
 
 
-class AssetArgs(BaseModel):
+class AssetArgs(ToolArgs):
     assetId: str  # the seed's own argument name
     language: str = Field("en", description="Language of the transcript.")
 
 
-class NoArgs(BaseModel):
+class NoArgs(ToolArgs):
     pass
 
 
@@ -78,9 +78,9 @@ def test_inactive_user_gets_no_permissioned_tools(registry, admin_user):
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        ({"assetId": 123}, "assetId: Input should be a valid string"),
-        ({}, "assetId: Field required"),
-        ({"assetId": "a", "language": ["en"]}, "language"),
+        ({"assetId": 123}, "assetId: expected a string, got 123"),
+        ({}, "assetId: required, but missing"),
+        ({"assetId": "a", "language": ["en"]}, 'language: expected a string, got ["en"]'),
         ("not an object", "expected a JSON object"),
     ],
 )
@@ -157,3 +157,127 @@ def test_a_tool_declared_slow_or_allowed_over_30_seconds_runs_in_the_background(
         return "done"
 
     assert [tool.name for tool in registry.all() if tool.in_background] == ["rebuild_index", "export_all"]
+
+
+# --- strict arguments ---------------------------------------------------------------------------
+
+
+class Point(ToolArgs):
+    x: float
+    y: float = 0.0
+
+
+class PlotArgs(ToolArgs):
+    count: int = Field(1, ge=1)
+    scale: float = 1.0
+    title: str = "Untitled"
+    visible: bool = True
+    colour: str | None = "blue"
+    note: str | None = None
+    points: list[Point] = Field(default_factory=list)
+
+
+@pytest.fixture
+def plot():
+    registry = ToolRegistry()
+
+    @registry.tool
+    def plot(args: PlotArgs, ctx: ToolContext) -> str:
+        """Plot points."""
+        return "plotted"
+
+    return plot
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"count": True}, "count: expected a whole number, got true"),
+        ({"count": "42"}, 'count: expected a whole number, got "42"'),
+        ({"count": 42.0}, "count: expected a whole number, got 42.0"),
+        ({"scale": "1.5"}, 'scale: expected a number, got "1.5"'),
+        ({"title": 5}, "title: expected a string, got 5"),
+        ({"visible": "yes"}, 'visible: expected true or false, got "yes"'),
+        ({"visible": 1}, "visible: expected true or false, got 1"),
+        ({"points": {"x": 1}}, 'points: expected a list, got {"x": 1}'),
+        ({"points": [3]}, "points.0: expected an object, got 3"),
+        ({"points": [{}]}, "points.0.x: required, but missing"),
+        ({"count": 0}, "count: Input should be greater than or equal to 1"),
+        ({"size": 3}, "size: unknown argument (known: count, scale, title, visible, colour, note, points)"),
+        ({"points": [{"x": 1, "z": 2}]}, "points.0.z: unknown key (known: x, y)"),
+        ({"count": float("nan")}, "expected plain JSON values (no NaN or Infinity)."),
+    ],
+)
+def test_arguments_of_the_wrong_type_are_refused_not_converted(plot, args, message):
+    with pytest.raises(ToolArgumentsError) as caught:
+        plot.validate(args)
+    assert str(caught.value) == f"Invalid arguments for plot: {message}"
+
+
+def test_every_offending_field_is_named_in_one_message(plot):
+    with pytest.raises(ToolArgumentsError) as caught:
+        plot.validate({"count": "2", "colour": 3, "shape": "dot"})
+    assert str(caught.value) == (
+        'Invalid arguments for plot: count: expected a whole number, got "2"; colour: expected a string, got 3; '
+        "shape: unknown argument (known: count, scale, title, visible, colour, note, points)"
+    )
+
+
+def test_a_whole_number_is_a_number(plot):
+    args = plot.validate({"scale": 2, "points": [{"x": 1}]})
+    assert plot.normalise(args)["scale"] == 2.0 and plot.normalise(args)["points"] == [{"x": 1.0, "y": 0.0}]
+
+
+def test_normalised_arguments_show_the_defaults_and_leave_out_what_says_nothing(plot):
+    assert plot.normalise(plot.validate({})) == {
+        "count": 1,
+        "scale": 1.0,
+        "title": "Untitled",
+        "visible": True,
+        "colour": "blue",
+        "points": [],
+    }
+    # None where the default is something else is a choice the caller made: it stays.
+    assert plot.normalise(plot.validate({"colour": None, "note": "n"}))["colour"] is None
+    assert plot.normalise(plot.validate({"colour": None, "note": "n"}))["note"] == "n"
+
+
+@pytest.mark.parametrize(
+    "args", [{}, {"colour": None}, {"note": "n", "points": [{"x": 1}, {"x": 2.5, "y": -1}]}, {"count": 3}]
+)
+def test_normalised_arguments_validate_to_the_same_arguments(plot, args):
+    valid = plot.validate(args)
+    normalised = plot.normalise(valid)
+    assert plot.validate(normalised) == valid
+    assert plot.normalise(plot.validate(normalised)) == normalised
+
+
+class LaxArgs(BaseModel):
+    city: str
+
+
+def test_a_model_that_lets_unknown_keys_through_cannot_be_registered():
+    registry = ToolRegistry()
+    refused = (
+        r"weather: the arguments model must be a pydantic model that forbids unknown keys \(derive it from ToolArgs"
+    )
+    with pytest.raises(TypeError, match=refused):
+
+        @registry.tool
+        def weather(args: LaxArgs, ctx: ToolContext) -> str:
+            """Tell the weather."""
+
+    with pytest.raises(TypeError, match="weather: the arguments model"):
+        registry.register(Tool(name="weather", description="x", args_model=LaxArgs, func=lambda a, c: None))
+    assert not registry.has("weather")
+
+
+def test_examples_are_checked_as_strictly_as_calls():
+    registry = ToolRegistry()
+    with pytest.raises(TypeError, match=r"plot: example 'Plot 3 points' has bad arguments: .*count: expected a whole"):
+
+        @registry.tool(examples=[("Plot 3 points", {"count": "3"})])
+        def plot(args: PlotArgs, ctx: ToolContext) -> str:
+            """Plot points."""
+
+    assert not registry.has("plot")

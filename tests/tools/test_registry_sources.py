@@ -6,15 +6,19 @@ import logging
 
 from pydantic import BaseModel
 
-from tools.registry import Tool, ToolRegistry
+from tools.registry import Tool, ToolArgs, ToolRegistry
 
 
-class NoArgs(BaseModel):
+class NoArgs(ToolArgs):
     pass
 
 
-def make_tool(name: str) -> Tool:
-    return Tool(name=name, description="A tool.", args_model=NoArgs, func=lambda args, ctx: None)
+class LaxArgs(BaseModel):
+    pass
+
+
+def make_tool(name: str, args_model: type[BaseModel] = NoArgs) -> Tool:
+    return Tool(name=name, description="A tool.", args_model=args_model, func=lambda args, ctx: None)
 
 
 def test_a_source_is_loaded_once_at_the_first_lookup():
@@ -46,3 +50,11 @@ def test_a_source_not_ready_or_failing_is_asked_again(caplog):
         assert registry.all() == []
     assert "could not load the tools" in caplog.text
     assert registry.has("later") and answers == []
+
+
+def test_a_source_s_tool_that_lets_unknown_keys_through_is_left_out(caplog):
+    registry = ToolRegistry()
+    registry.add_source(lambda: [make_tool("lax", LaxArgs), make_tool("strict")])
+    with caplog.at_level(logging.ERROR):
+        assert [tool.name for tool in registry.all()] == ["strict"]
+    assert "lax: the arguments model must" in caplog.text

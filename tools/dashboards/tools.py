@@ -13,9 +13,9 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
-from tools.registry import ToolContext, registry
+from tools.registry import ToolArgs, ToolContext, registry
 
 from . import selectors, services
 from .models import MAIN_BRANCH, Dashboard, Deployment, ValidationProblem
@@ -29,7 +29,7 @@ LIST_LIMIT = 10
 # --- arguments --------------------------------------------------------------------------------
 
 
-class SearchArgs(BaseModel):
+class SearchArgs(ToolArgs):
     query: str = Field("", max_length=200, description="Words to look for in titles, descriptions, owners and tags.")
     owner: str = Field("", max_length=100, description="Part of the owner's name, e.g. 'Ivanova'.")
     tag: str = Field("", max_length=50, description="One tag, exactly, e.g. 'finance'.")
@@ -41,7 +41,7 @@ class SearchArgs(BaseModel):
     page_size: int = Field(10, ge=1, le=50, description="Dashboards per page, at most 50.")
 
 
-class DashboardArgs(BaseModel):
+class DashboardArgs(ToolArgs):
     dashboard_id: int = Field(ge=1, description="The dashboard's id, e.g. 42.")
 
 

@@ -12,11 +12,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from conversations import selectors
 from conversations.models import Attachment
-from tools.registry import ToolContext, registry
+from tools.registry import ToolArgs, ToolContext, registry
 
 from . import tables
 from .content import ContentReader, Part
@@ -92,7 +92,7 @@ def _image_answer(attachment: Attachment) -> str:
 # --- read_document ---------------------------------------------------------------------------------
 
 
-class ReadArgs(BaseModel):
+class ReadArgs(ToolArgs):
     attachment_id: str = AttachmentId
     sheet: str | None = Sheet
     start: int = Field(
@@ -172,7 +172,7 @@ def _read_rows(reader: ContentReader, part: Part, attachment: Attachment, args: 
 # --- search_document ---------------------------------------------------------------------------------
 
 
-class SearchArgs(BaseModel):
+class SearchArgs(ToolArgs):
     attachment_id: str = AttachmentId
     query: str = Field(min_length=1, max_length=200, description="Words to find; case does not matter.")
     sheet: str | None = Field(None, max_length=255, description="XLSX: search only this sheet (name or number).")
@@ -241,18 +241,18 @@ def search_document(args: SearchArgs, ctx: ToolContext) -> str:
 # --- query_table ---------------------------------------------------------------------------------
 
 
-class Filter(BaseModel):
+class Filter(ToolArgs):
     column: str = Field(max_length=255, description='A column name, a column letter ("B"), or "_row" (row number).')
     op: tables.Op = Field("eq", description="Numbers compare as numbers, dates as YYYY-MM-DD; in takes a list.")
     value: str | float | list[str | float] | None = Field(None, description="What to compare with.")
 
 
-class Aggregate(BaseModel):
+class Aggregate(ToolArgs):
     func: tables.Func
     column: str | None = Field(None, max_length=255, description="The column; leave out for count of rows.")
 
 
-class QueryArgs(BaseModel):
+class QueryArgs(ToolArgs):
     attachment_id: str = AttachmentId
     sheet: str | None = Sheet
     filters: list[Filter] = Field(default_factory=list, max_length=20, description="Rows must pass all of these.")

@@ -18,8 +18,9 @@ from typing import Annotated, Any, Literal
 import httpx
 import yaml
 from django.core.exceptions import ImproperlyConfigured
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 
 from .config import Service
 
@@ -148,6 +149,23 @@ def path_segment(value: Any) -> Any:
 # --- schemas to pydantic -------------------------------------------------------------------------
 
 
+def _literal(values: list[str | int | bool]) -> Any:
+    """An enum as a Literal that refuses true for 1, 1 for true and 1.0 for 1.
+
+    Pydantic matches a literal by equality, strict or not; the type of the value must be one the enum has.
+    """
+    kinds = {type(value) for value in values}
+    shown = [repr(value) for value in values]
+    expected = f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else shown[0]
+
+    def same_kind(value: Any) -> Any:
+        if isinstance(value, int | float) and type(value) not in kinds:
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+        return value
+
+    return Annotated[Literal[tuple(values)], BeforeValidator(same_kind)]
+
+
 class _Builder:
     """Turns the JSON Schemas of one document into pydantic annotations."""
 
@@ -189,7 +207,7 @@ class _Builder:
             values = [value for value in schema["enum"] if value is not None]
             nullable = nullable or None in schema["enum"]
             if values and all(isinstance(value, str | int | bool) for value in values):
-                annotation = Literal[tuple(values)]
+                annotation = _literal(values)
             else:
                 annotation = Any
         elif isinstance(schema.get("allOf"), list) and len(schema["allOf"]) == 1:

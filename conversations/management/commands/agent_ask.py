@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from agentchat.agent.calls import ToolAccess
 from agentchat.agent.orchestrator import AgentRun
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ProviderError, get_provider
@@ -38,8 +39,7 @@ class Command(BaseCommand):
         run = AgentRun(
             provider=provider,
             tools=registry.permitted(person),
-            registry=registry,
-            ctx=ToolContext(user=person, page_context=context),
+            access=ToolAccess.direct(registry, ToolContext(user=person, page_context=context)),
             system_prompt=build_system_prompt(context),
             max_rounds=settings.AGENT_MAX_ROUNDS,
         )

@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from tests.http_service import SECRET, SECRET_ENV, TOKEN_ENV, billing_entry
 from tools.http.config import parse_services, services_from_settings
 from tools.http.toolset import register_services
-from tools.registry import Tool, ToolRegistry
+from tools.registry import Tool, ToolArgs, ToolRegistry
 
 
 def parse(entries, tmp_path, variable="HTTP_SERVICES"):
@@ -182,7 +182,7 @@ def test_operation_lists_must_name_real_operations(make_services):
 
 def test_a_tool_name_taken_already_is_a_start_up_error(make_services):
     registry = ToolRegistry()
-    registry.register(Tool(name="billing_getInvoice", description="x", args_model=None, func=lambda a, c: None))
+    registry.register(Tool(name="billing_getInvoice", description="x", args_model=ToolArgs, func=lambda a, c: None))
     with pytest.raises(ImproperlyConfigured, match="'billing_getInvoice' is registered already"):
         register_services(registry, make_services())
 

@@ -68,16 +68,23 @@ def test_a_json_body_s_properties_are_arguments_beside_the_path_ones(tools):
 @pytest.mark.parametrize(
     ("name", "args", "expected"),
     [
-        ("billing_getInvoice", {}, "invoice_id: Field required"),
-        ("billing_getInvoice", {"invoice_id": "seven"}, "invoice_id: Input should be a valid integer"),
-        ("billing_getInvoice", {"invoice_id": 7, "owner": "x"}, "owner: Extra inputs are not permitted"),
-        ("billing_listInvoices", {"status": "void"}, "status: Input should be 'open' or 'paid'"),
+        ("billing_getInvoice", {}, "invoice_id: required, but missing"),
+        ("billing_getInvoice", {"invoice_id": "seven"}, 'invoice_id: expected a whole number, got "seven"'),
+        ("billing_getInvoice", {"invoice_id": "7"}, 'invoice_id: expected a whole number, got "7"'),
+        ("billing_getInvoice", {"invoice_id": True}, "invoice_id: expected a whole number, got true"),
+        ("billing_getInvoice", {"invoice_id": 7.0}, "invoice_id: expected a whole number, got 7.0"),
+        ("billing_getInvoice", {"invoice_id": 7, "owner": "x"}, "owner: unknown argument (known: invoice_id)"),
+        ("billing_listInvoices", {"status": "void"}, "status: expected 'open' or 'paid', got \"void\""),
         ("billing_listInvoices", {"limit": 0}, "limit: Input should be greater than or equal to 1"),
-        ("billing_listInvoices", {"tag": "a"}, "tag: Input should be a valid list"),
-        ("billing_createRefund", {"invoice_id": 7}, "amount: Field required"),
+        ("billing_listInvoices", {"limit": "5"}, 'limit: expected a whole number, got "5"'),
+        ("billing_listInvoices", {"tag": "a"}, 'tag: expected a list, got "a"'),
+        ("billing_listInvoices", {"tags": ["a"]}, "tags: unknown argument (known: status, limit, tag)"),
+        ("billing_createRefund", {"invoice_id": 7}, "amount: required, but missing"),
         ("billing_createRefund", {"invoice_id": 7, "amount": 0}, "amount: Input should be greater than or equal"),
+        ("billing_createRefund", {"invoice_id": 7, "amount": "10"}, 'amount: expected a number, got "10"'),
         ("billing_createRefund", {"invoice_id": 7, "amount": 1, "reason": "x" * 201}, "reason: String should have"),
-        ("billing_searchInvoices", {"paid": True}, "text: Field required"),
+        ("billing_createRefund", {"invoice_id": 7, "amount": 1, "notify": 1}, "notify: expected true or false, got 1"),
+        ("billing_searchInvoices", {"paid": True}, "text: required, but missing"),
     ],
 )
 def test_arguments_are_validated_before_any_call_and_errors_name_the_field(tools, billing, name, args, expected):
@@ -88,8 +95,36 @@ def test_arguments_are_validated_before_any_call_and_errors_name_the_field(tools
 
 
 def test_valid_arguments_pass(tools):
-    args = tools.get("billing_listInvoices").validate({"status": "open", "limit": "5", "tag": ["a"]})
-    assert args.model_dump(by_alias=True, exclude_none=True) == {"status": "open", "limit": 5, "tag": ["a"]}
+    tool = tools.get("billing_listInvoices")
+    assert tool.normalise(tool.validate({"status": "open", "limit": 5, "tag": ["a"]})) == {
+        "status": "open",
+        "limit": 5,
+        "tag": ["a"],
+    }
+    refund = tools.get("billing_createRefund")
+    assert refund.normalise(refund.validate({"invoice_id": 7, "amount": 10})) == {"invoice_id": 7, "amount": 10.0}
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("billing_listInvoices", {}),
+        ("billing_listInvoices", {"status": "paid", "limit": 100, "tag": ["a", "b"]}),
+        ("billing_getInvoice", {"invoice_id": 7}),
+        ("billing_delete_invoices_invoice_id", {"invoice_id": 7}),
+        ("billing_createRefund", {"invoice_id": 7, "amount": 1, "reason": "late", "notify": False}),
+        ("billing_searchInvoices", {"text": "acme", "paid": None}),
+        ("billing_getDocument", {"name": "a b"}),
+        ("billing_whoAmI", {}),
+    ],
+)
+def test_normalised_arguments_validate_to_the_same_arguments(tools, name, args):
+    tool = tools.get(name)
+    valid = tool.validate(args)
+    normalised = tool.normalise(valid)
+    assert tool.validate(normalised) == valid
+    assert tool.normalise(tool.validate(normalised)) == normalised
+    assert None not in normalised.values()  # a parameter left out says as much as a null, and is what is sent
 
 
 def test_get_and_head_are_safe_the_rest_needs_confirmation(tools):
@@ -150,6 +185,17 @@ def test_names_services_use_that_python_cannot(make_services):
     assert sorted(schema["required"]) == ["$filter", "schema"]
     args = tool.validate({"page-size": 3, "$filter": "a eq 1", "schema": "v1", "class": 2})
     assert args.model_dump(by_alias=True) == {"page-size": 3, "$filter": "a eq 1", "schema": "v1", "class": 2}
+    assert tool.normalise(args) == {"page-size": 3, "$filter": "a eq 1", "schema": "v1", "class": 2}
+    assert tool.validate(tool.normalise(args)) == args
+    # Python's names for them are taken too, and normalised to the service's.
+    by_name = tool.validate({"page_size": 3, "filter": "a eq 1", "schema_": "v1"})
+    assert tool.normalise(by_name) == {"page-size": 3, "$filter": "a eq 1", "schema": "v1"}
+    with pytest.raises(ToolArgumentsError) as caught:
+        tool.validate({"pagesize": 3, "$filter": "a eq 1", "schema": "v1"})
+    assert str(caught.value) == (
+        "Invalid arguments for billing_find_items_v2: "
+        "pagesize: unknown argument (known: page-size, $filter, schema, class)"
+    )
 
 
 def test_other_bodies_are_one_body_argument(make_services):
@@ -243,9 +289,64 @@ def test_nested_objects_and_recursive_schemas(make_services):
         "children": [{"label": "leaf"}],
         "meta": {"weight": 2.0},
     }
-    with pytest.raises(ToolArgumentsError, match=r"children\.0\.label: Field required"):
+    assert tool.normalise(args) == {"label": "root", "children": [{"label": "leaf"}], "meta": {"weight": 2.0}}
+    assert tool.validate(tool.normalise(args)) == args
+    with pytest.raises(ToolArgumentsError, match=r"children\.0\.label: required, but missing"):
         tool.validate({"label": "root", "children": [{}]})
     json.dumps(tool.schema())  # a schema the provider can be sent
+
+
+def test_nested_objects_follow_the_service_s_additional_properties_and_enums_their_own_types(make_services):
+    doc = document(
+        {
+            "/jobs": {
+                "post": {
+                    "operationId": "addJob",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["priority"],
+                                    "properties": {
+                                        "priority": {"type": "integer", "enum": [1, 2, 3]},
+                                        "urgent": {"type": "boolean", "enum": [True]},
+                                        "owner": {
+                                            "type": "object",
+                                            "additionalProperties": False,
+                                            "properties": {"name": {"type": "string"}},
+                                        },
+                                        "labels": {"type": "object", "properties": {"team": {"type": "string"}}},
+                                    },
+                                }
+                            }
+                        },
+                    },
+                }
+            }
+        }
+    )
+    [service] = make_services()
+    [tool] = build_tools(service, doc)
+    args = tool.validate({"priority": 2, "urgent": True, "owner": {"name": "Ann"}, "labels": {"team": "a", "cost": 7}})
+    normalised = tool.normalise(args)
+    assert normalised == {"priority": 2, "urgent": True, "owner": {"name": "Ann"}, "labels": {"team": "a", "cost": 7}}
+    assert tool.validate(normalised) == args
+
+    def refusal(args: dict) -> str:
+        with pytest.raises(ToolArgumentsError) as caught:
+            tool.validate(args)
+        return str(caught.value).removeprefix("Invalid arguments for billing_addJob: ")
+
+    assert refusal({"priority": True}) == "priority: expected 1, 2 or 3, got true"
+    assert refusal({"priority": 2.0}) == "priority: expected 1, 2 or 3, got 2.0"
+    assert refusal({"priority": "2"}) == 'priority: expected 1, 2 or 3, got "2"'
+    assert refusal({"priority": 1, "urgent": 1}) == "urgent: expected True, got 1"
+    assert (
+        refusal({"priority": 1, "owner": {"name": "Ann", "email": "a@x"}}) == "owner.email: unknown key (known: name)"
+    )
+    assert refusal({"priority": 1, "owner": "Ann"}) == 'owner: expected an object, got "Ann"'
 
 
 def test_operations_reads_every_method(make_services):
