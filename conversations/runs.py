@@ -346,9 +346,7 @@ def _request_confirmation(conversation, message_id, call_id, name, args, user) -
 _tool_context = database_sync_to_async(selectors.tool_context)
 _has_unsettled = database_sync_to_async(lambda conversation: selectors.confirmations_unsettled(conversation).exists())
 _claim_decision = database_sync_to_async(services.confirmation_claim)
-_job_for = database_sync_to_async(
-    lambda conversation, call_id: conversation.tool_jobs.filter(tool_call_id=call_id).first()
-)
+_job_for = database_sync_to_async(selectors.tool_job_for)
 
 
 @database_sync_to_async
@@ -586,7 +584,9 @@ class RunManager:
     async def resume(self, *, conversation: Conversation, user) -> None:
         """Carry out what a run that stopped with its process left decided and without a result, if nothing
         runs now: a socket joining the conversation starts it, so the user sees how their decision ended."""
-        if not await _has_unsettled(conversation) or (run_id := await _claim(conversation)) is None:
+        if conversation.is_archived or not await _has_unsettled(conversation):
+            return
+        if (run_id := await _claim(conversation)) is None:
             return
         run = LiveRun(run_id=run_id, conversation=conversation, user=user, after_decision=True)
         await self._listen_for(run)
@@ -833,11 +833,9 @@ class RunManager:
         await _audit(
             kind, run.conversation, run.user, {"tool": name, "tool_call_id": call_id, "outcome": outcome.outcome}
         )
-        common = {"run_id": run.run_id, "seq": 0, "tool_call_id": call_id, "tool": name}
-        if outcome.ok:
-            await self._send(run, ev.ToolEnd(**common, output=outcome.output).frame())
-        else:
-            await self._send(run, ev.ToolError(**common, error=outcome.error, outcome=outcome.outcome).frame())
+        await self._send(
+            run, ev.result_event(outcome, run_id=run.run_id, seq=0, tool_call_id=call_id, tool=name).frame()
+        )
         await self._send(run, frame)
 
     async def _carry_out(self, run: LiveRun, confirmation: PendingConfirmation) -> None:

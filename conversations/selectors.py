@@ -251,6 +251,10 @@ def user_may_use(user_id, tool: Tool) -> bool:
     return user is not None and tool.permitted(user)
 
 
+def tool_job_for(conversation: Conversation, tool_call_id: str) -> ToolJob | None:
+    return conversation.tool_jobs.filter(tool_call_id=tool_call_id).first()
+
+
 def tools_in_flight(conversation: Conversation) -> list[dict]:
     """The background jobs not finished yet, as the cards of a live run's snapshot show them."""
     jobs = conversation.tool_jobs.filter(status__in=[ToolJob.Status.QUEUED, ToolJob.Status.RUNNING])

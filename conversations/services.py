@@ -328,7 +328,7 @@ def decisions_settle(*, conversation: Conversation, why: Settle, run_id: str = "
     """
     settled = []
     for confirmation in selectors.confirmations_unsettled(conversation):
-        job = conversation.tool_jobs.filter(tool_call_id=confirmation.tool_call_id).first()
+        job = selectors.tool_job_for(conversation, confirmation.tool_call_id)
         outcome = decision_outcome(confirmation, job)
         if outcome is None and confirmation.claimed_at is None and why != Settle.FAILED:
             outcome = ToolOutcome.cancelled(
@@ -515,7 +515,7 @@ def confirmations_supersede(*, conversation: Conversation, actor) -> list[Messag
 
 # --- slow tools: background jobs ------------------------------------------------------------------
 
-WORKER_LOST = "the background worker stopped while running it"
+WORKER_LOST = "the background worker stopped while running"
 
 
 @transaction.atomic
@@ -599,8 +599,9 @@ def tool_job_check(*, job_id: str) -> ToolJob:
         attempts = "once" if job.attempt == 1 else f"{job.attempt} times"
         current.update(
             status=ToolJob.Status.FAILED,
-            error=f"{job.tool_name} failed: {WORKER_LOST} (tried {attempts}).",
-            outcome=Outcome.UNKNOWN if job.max_attempts == 1 else Outcome.ERROR,
+            error=f"{WORKER_LOST} {job.tool_name} (tried {attempts}), so whether it took effect is not known. "
+            "Check before trying it again.",
+            outcome=Outcome.UNKNOWN,
             finished_at=timezone.now(),
         )
     job.refresh_from_db()

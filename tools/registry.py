@@ -47,7 +47,11 @@ class ToolContext:
 
 
 class ToolArgumentsError(ValueError):
-    """Arguments that do not fit the tool's model; the message names every offending field."""
+    """Arguments that do not fit the tool's model; `problems` names every offending field."""
+
+    def __init__(self, tool_name: str, problems: str):
+        super().__init__(f"Invalid arguments for {tool_name}: {problems}")
+        self.problems = problems
 
 
 class ToolTimeout(TimeoutError):
@@ -218,18 +222,16 @@ class Tool:
         # enum members, datetimes), where JSON mode takes their JSON forms. Neither makes a Literal strict: it
         # matches by equality, so Literal[1] takes true (the OpenAPI enums check the type themselves).
         if not isinstance(raw, dict):
-            raise ToolArgumentsError(f"Invalid arguments for {self.name}: expected a JSON object.")
+            raise ToolArgumentsError(self.name, "expected a JSON object.")
         try:
             text = json.dumps(raw, allow_nan=False)
         except (TypeError, ValueError):
-            raise ToolArgumentsError(
-                f"Invalid arguments for {self.name}: expected plain JSON values (no NaN or Infinity)."
-            ) from None
+            raise ToolArgumentsError(self.name, "expected plain JSON values (no NaN or Infinity).") from None
         try:
             return self.args_model.model_validate_json(text, strict=True)
         except ValidationError as exc:
             problems = _describe(exc, self.args_model, json.loads(text))
-            raise ToolArgumentsError(f"Invalid arguments for {self.name}: {problems}") from None
+            raise ToolArgumentsError(self.name, problems) from None
 
     def normalise(self, valid: BaseModel) -> dict[str, Any]:
         """The one JSON form of validated arguments, for the approval card, the confirmation, the audit and the call.
@@ -365,7 +367,7 @@ class ToolRegistry:
                 try:
                     tool.validate(args)
                 except ToolArgumentsError as exc:
-                    raise TypeError(f"{func.__name__}: example {request!r} has bad arguments: {exc}") from None
+                    raise TypeError(f"{func.__name__}: example {request!r} has bad arguments: {exc.problems}") from None
             return self.register(tool)
 
         return decorate(func) if func is not None else decorate

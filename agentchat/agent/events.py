@@ -71,6 +71,13 @@ class ToolError(RunEvent):
         return ToolOutcome(Outcome(self.outcome), error=self.error)
 
 
+def result_event(outcome: ToolOutcome, **fields: Any) -> ToolEnd | ToolError:
+    """How a call ended, as its event: `tool_end` when it was done, else `tool_error` saying why."""
+    if outcome.ok:
+        return ToolEnd(output=outcome.output, **fields)
+    return ToolError(error=outcome.error, outcome=outcome.outcome.value, **fields)
+
+
 @dataclass(kw_only=True)
 class ConfirmRequired(RunEvent):
     """A dangerous call waits for its owner; the run layer stores it and adds the confirmation's id."""

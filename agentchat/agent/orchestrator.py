@@ -14,7 +14,7 @@ from contextlib import aclosing
 
 from tools.registry import Tool
 
-from .calls import NeedsConfirmation, Started, ToolAccess, ToolOutcome, carry_out, with_every_result
+from .calls import NeedsConfirmation, Started, ToolAccess, carry_out, with_every_result
 from .events import (
     AssistantMessage,
     ConfirmRequired,
@@ -22,9 +22,8 @@ from .events import (
     RunEvent,
     RunFinished,
     Token,
-    ToolEnd,
-    ToolError,
     ToolStart,
+    result_event,
 )
 from .providers import ChatMessage, Provider, ProviderChatParams, ProviderChatResponse, ProviderError, TextDelta
 
@@ -132,12 +131,6 @@ class AgentRun:
                     ToolStart, tool_call_id=call_id, tool=name, input=step.args, background=step.tool.in_background
                 )
             else:
-                yield self.result_event(call_id, name, step)
+                self.seq += 1
+                yield result_event(step, run_id=self.run_id, seq=self.seq, tool_call_id=call_id, tool=name)
                 history.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": step.content})
-
-    def result_event(self, call_id: str, name: str, outcome: ToolOutcome) -> ToolEnd | ToolError:
-        if outcome.ok:
-            return self._event(ToolEnd, tool_call_id=call_id, tool=name, output=outcome.output)
-        return self._event(
-            ToolError, tool_call_id=call_id, tool=name, error=outcome.error, outcome=outcome.outcome.value
-        )

@@ -251,7 +251,9 @@ def test_examples_reach_the_schema_only_when_a_tool_declares_them():
 
 
 def test_an_example_whose_arguments_do_not_fit_is_refused_at_registration():
-    with pytest.raises(TypeError, match=r"get_weather: example 'Weather\?' has bad arguments: city: Field required"):
+    with pytest.raises(
+        TypeError, match=r"get_weather: example 'Weather\?' has bad arguments: city: required, but missing"
+    ):
 
         @ToolRegistry().tool(examples=[("Weather?", {"town": "Oslo"})])
         def get_weather(args: CityArgs, ctx: ToolContext) -> dict:

@@ -186,9 +186,7 @@ async def test_a_worker_killed_mid_job_has_the_job_retried_once_by_another(llm, 
     assert len(await tool_messages(conversation)) == 1
 
 
-async def test_a_confirmed_job_whose_worker_died_is_marked_failed_not_run_twice(
-    llm, jobs, sockets, conversation, alice
-):
+async def test_a_confirmed_job_whose_worker_died_is_told_unknown_not_run_twice(llm, jobs, sockets, conversation, alice):
     first = jobs.start_worker("worker-a")
     socket = await sockets(conversation, alice)
     llm.script(Reply(text="Publishing needs your approval.", tool_calls=[(PUBLISH, {"note": "q3"}, CALL)]))
@@ -206,7 +204,8 @@ async def test_a_confirmed_job_whose_worker_died_is_marked_failed_not_run_twice(
     frames = await socket.receive_until("run_finished", timeout=WAIT)
 
     [error] = of(frames, "tool_error", tool_call_id=CALL)
-    assert "the background worker stopped while running it (tried once)" in error["error"]
+    assert error["outcome"] == "unknown"
+    assert f"the background worker stopped while running {PUBLISH} (tried once)" in error["error"]
     assert frames[-1]["status"] == "completed"
     job = await job_row()
     assert (job.status, job.attempt) == (ToolJob.Status.FAILED, 1)
@@ -253,3 +252,39 @@ async def test_a_job_no_worker_takes_is_announced_and_can_be_stopped(
     frames = await socket.receive_until("run_finished")
     assert frames[-1]["status"] == "cancelled"
     assert (await job_row()).status == ToolJob.Status.CANCELLED
+
+
+async def test_stop_leaves_an_approved_job_running_and_its_result_is_kept(
+    llm, jobs, sockets, conversation, alice, monkeypatch
+):
+    jobs.start_worker()
+    socket = await sockets(conversation, alice)
+    llm.script(Reply(text="Publishing needs your approval.", tool_calls=[(PUBLISH, {"note": "q3"}, CALL)]))
+    await socket.send({"type": "message", "content": "Publish the q3 report"})
+    [confirm] = of(await socket.receive_until("run_finished"), "confirm_required")
+    await socket.send({"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "approve"})
+    await socket.receive_until("tool_start")
+    await jobs.started()
+
+    await socket.send({"type": "cancel"})
+    frames = await socket.receive_until("run_finished")
+    assert frames[-1]["status"] == "cancelled"
+    assert (await job_row()).status == ToolJob.Status.RUNNING  # approved and started: it is not dropped
+    assert await tool_messages(conversation) == []
+
+    jobs.open_gate("q3")
+    deadline = time.monotonic() + WAIT
+    while (await job_row()).status != ToolJob.Status.SUCCEEDED:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    llm.script(Reply(text="It was published."))
+    await socket.close()
+    again = await sockets(conversation, alice)
+    frames = await again.receive_until("run_finished", timeout=WAIT)
+
+    end = of(frames, "tool_end", tool_call_id=CALL)
+    assert len(end) == 1 and end[0]["output"] == (await job_row()).output
+    [result] = await tool_messages(conversation)
+    assert result.outcome == "done"
+    assert frames[-1]["status"] == "completed"
+    assert len(jobs.lines("start")) == 1

@@ -32,6 +32,7 @@ IDLE = 6.5  # longer than channels_redis's blocking read of the layer (5 s)
 TOOLS_MODULE = "tests.processes_tools"
 TOOL_NAME = "processes_write_note"
 TOOL_LOG_ENV = "AGENTCHAT_TEST_TOOL_LOG"
+TOOL_DELAY_ENV = "AGENTCHAT_TEST_TOOL_DELAY"
 
 
 def token_for(user) -> str:
@@ -222,3 +223,69 @@ async def test_a_socket_left_idle_keeps_working(daphnes, remote_sockets, fake_ll
     assert not of_type(frames, "error"), frames
     assert frames[-1]["status"] == "completed"
     assert "".join(frame["delta"] for frame in of_type(frames, "token")) == "Still awake."
+
+
+@pytest.mark.parametrize("kill_after", [0.0, 0.03, 0.05, 0.08, 0.15, 0.6])
+async def test_an_approved_call_is_carried_out_once_whenever_its_process_is_killed(
+    daphnes, remote_sockets, fake_llm, conversation, alice, tmp_path, kill_after
+):
+    """kill -9 at moments from "approval not yet seen" to "tool done": never a second run, never a call without
+    its result, and the page that comes back is told how it ended (run, done, or not known)."""
+    tool_log = tmp_path / "tool.log"
+    tool_log.touch()
+    fake_llm.script(
+        Reply(tool_calls=[(TOOL_NAME, {"note": "once"}, "call_once")]),
+        Reply(text="Here is how it went."),
+    )
+    env = {TOOL_LOG_ENV: str(tool_log), TOOL_DELAY_ENV: "0.1"}
+    a, b = await asyncio.to_thread(daphnes, 2, preload=[TOOLS_MODULE], env=env)
+    on_a = await remote_sockets(a, conversation, alice)
+    await on_a.send({"type": "message", "content": "Write the note once.", "client_id": "once-1"})
+    [confirm] = of_type(await on_a.receive_until("run_finished"), "confirm_required")
+
+    await on_a.send({"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "approve"})
+    await asyncio.sleep(kill_after)
+    await asyncio.to_thread(a.kill)
+    killed = time.monotonic()
+    while await active_here(conversation):
+        assert time.monotonic() - killed < HEARTBEAT + 3, "the dead run's gate never lapsed"
+        await asyncio.sleep(0.2)
+
+    # The page comes back, on the other process. An approval the killed process never stored is asked again.
+    on_b = await remote_sockets(b, conversation, alice)
+    if on_b.ready["pending_confirmations"]:
+        assert [item["tool_call_id"] for item in on_b.ready["pending_confirmations"]] == ["call_once"]
+        await on_b.send({"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "approve"})
+    frames = []
+    while not (await stored_result(conversation, "call_once")) or await active_here(conversation):
+        with contextlib.suppress(TimeoutError):
+            frames.append(await on_b.receive(timeout=0.5))
+        assert time.monotonic() - killed < HEARTBEAT + 15, frames
+
+    [result] = await stored_result(conversation, "call_once")
+    runs = len(tool_log.read_text().splitlines())
+    assert runs <= 1
+    assert result.outcome in {"done", "unknown"}, result.content
+    if result.outcome == "done":
+        assert runs == 1
+    else:
+        assert "stopped while processes_write_note was running" in result.content
+    confirmation = await database_sync_to_async(PendingConfirmation.objects.get)(pk=confirm["confirmation_id"])
+    assert confirmation.result_id == result.pk
+    assert not of_type(frames, "error"), frames
+    # The model was asked again only with the call's result in place (the fake provider refuses anything else).
+    assert 1 <= len(fake_llm.requests) <= 2
+    for request in fake_llm.requests[1:]:
+        assert [m["content"] for m in request.messages if m.get("tool_call_id") == "call_once"] == [result.content]
+
+    # Nothing more happens when the page is opened once more.
+    again = await remote_sockets(b, conversation, alice)
+    await again.send({"type": "ping"})
+    assert (await again.receive_until("pong"))[-1]["type"] == "pong"
+    assert len(tool_log.read_text().splitlines()) == runs
+    assert len(await stored_result(conversation, "call_once")) == 1
+
+
+@database_sync_to_async
+def stored_result(conversation, call_id: str) -> list[Message]:
+    return list(conversation.messages.filter(role=Message.Role.TOOL, tool_call_id=call_id))
