@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup run test lint format bench chromium messages
+.PHONY: setup run test eval lint format bench chromium messages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,14 @@ run: setup
 	$(BIN)/daphne -b $(HOST) -p $(PORT) agentchat.asgi:application
 
 # The browser tests drive Debian's Chromium (Playwright downloads no browser); it is installed when missing.
+# The page's pure JavaScript (static/js/chat/) has node's own unit tests, run first when node is there.
 test: $(VENV)/.installed chromium
+	@if command -v node >/dev/null; then node --test tests/js/; else echo "node is not installed: the JS unit tests (tests/js/) were skipped"; fi
 	$(BIN)/pytest
+
+# How well the embedded model routes requests to tools, over fixed request sets (minutes); kept out of `make test`.
+eval: $(VENV)/.installed
+	$(BIN)/pytest evals -q
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } \

@@ -17,10 +17,11 @@ from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.settings import api_settings as jwt_settings
 from rest_framework_simplejwt.tokens import AccessToken
 
-from . import live_auth, selectors, services
+from . import live_auth, runs, selectors, services
 from .exceptions import ChatError, Invalid
 from .models import AuditEvent
-from .runs import SNAPSHOT_TIMEOUT, confirmation_frame, conversation_group, runs
+from .ratelimit import SlidingWindow
+from .runs import confirmation_frame, conversation_group
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ MAX_CLIENT_ID = 64
 # Frames of any kind one socket may send in FRAME_WINDOW seconds before it is told to slow down.
 MAX_FRAMES = 120
 FRAME_WINDOW = 10.0
+# How long a joining socket waits for the live run's own snapshot before it reads the last flushed text.
+SNAPSHOT_TIMEOUT = 2.0
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -85,7 +88,6 @@ def _pending(conversation) -> list[dict[str, Any]]:
 
 @database_sync_to_async
 def _active(conversation) -> bool:
-    services.conversation_recover_lapsed(conversation=conversation)
     conversation.refresh_from_db()
     return selectors.conversation_active_run(conversation)["active"]
 
@@ -126,7 +128,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.backlog: list[dict[str, Any]] = []
         self.seen: tuple[str, int] | None = None  # (run_id, seq) that `ready` already covered
         self.timers: list[asyncio.Task] = []
-        self.frame_times: list[float] = []
+        self.frames = SlidingWindow(MAX_FRAMES, seconds=FRAME_WINDOW)
         await self.accept()
         user = self.scope.get("user")
         if user is not None and user.is_authenticated:
@@ -152,7 +154,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if text_data is None:
             await self._error("INVALID", "Frames are JSON text, not binary.")
             return
-        if self._flooding():
+        if not self.frames.allow():
             await self._error("RATE_LIMITED", "Too many frames. Slow down.")
             return
         try:
@@ -214,7 +216,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise Invalid('"attachments" must be a list of attachment ids.')
         if not isinstance(context, dict):
             raise Invalid('"context" must be an object.')
-        echo = await runs.submit_message(
+        echo = await runs.manager.submit_message(
             conversation=self.conversation,
             user=self.user,
             content=content,
@@ -226,7 +228,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(echo)
 
     async def _cancel(self, frame: dict[str, Any]) -> None:
-        await runs.cancel(self.conversation)
+        await runs.manager.cancel(self.conversation)
 
     async def _confirm(self, frame: dict[str, Any]) -> None:
         decision, args, reason = frame.get("decision"), frame.get("args"), frame.get("reason") or ""
@@ -238,7 +240,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise Invalid('An "edit" needs the new arguments as an object in "args".')
         if not isinstance(reason, str):
             raise Invalid('"reason" must be a string.')
-        await runs.decide(
+        await runs.manager.decide(
             conversation=self.conversation,
             user=self.user,
             confirmation_id=frame["confirmation_id"],
@@ -270,11 +272,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # Join first, then ask: every frame after the answer reaches this socket, earlier ones are in it.
         await self._join(conversation_group(conversation.pk))
         if await _active(conversation):
-            await runs.request_snapshot(conversation, self.channel_name)
+            await runs.manager.request_snapshot(conversation, self.channel_name)
             self.timers.append(asyncio.create_task(self._ready_without_snapshot()))
         else:
             await self._send_ready(None)
-            await runs.resume(conversation=conversation, user=self.user)
+            await runs.manager.resume(conversation=conversation, user=self.user)
 
     async def _ready_without_snapshot(self) -> None:
         await asyncio.sleep(SNAPSHOT_TIMEOUT)
@@ -350,12 +352,6 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _close_after(self, seconds: float, message: str) -> None:
         await asyncio.sleep(max(seconds, 0))
         await self._refuse("AUTH_REQUIRED", message, CLOSE_UNAUTHENTICATED)
-
-    def _flooding(self) -> bool:
-        now = time.monotonic()
-        self.frame_times = [at for at in self.frame_times if at > now - FRAME_WINDOW]
-        self.frame_times.append(now)
-        return len(self.frame_times) > MAX_FRAMES
 
 
 def _is_uuid(value) -> bool:

@@ -88,9 +88,27 @@ def conversations_for(user, *, archived: bool | None = False, search: str = "") 
     return queryset.order_by("-updated_at", "-created_at")
 
 
+def message_with_client_id(conversation: Conversation, client_id: str | None) -> Message | None:
+    return conversation.messages.filter(client_id=client_id).first() if client_id else None
+
+
+def attachments_owned(conversation: Conversation, user, ids) -> list[Attachment]:
+    return list(conversation.attachments.filter(owner=user, pk__in=ids))
+
+
 def history_for(conversation: Conversation) -> QuerySet[Message]:
     """The conversation's messages, oldest first, with their attachment ids at hand."""
     return conversation.messages.prefetch_related("attachments").order_by("created_at", "id")
+
+
+def as_shown(conversation: Conversation, messages: list[Message]) -> list[Message]:
+    """The messages as a reader sees them: an answer still marked streaming whose run is no longer live (its
+    process died) reads as interrupted, which the run that takes the gate over will store. Nothing is written."""
+    live = conversation_active_run(conversation)["run_id"]
+    for message in messages:
+        if message.status == Message.Status.STREAMING and message.metadata.get("run_id") != str(live):
+            message.status = Message.Status.INTERRUPTED
+    return messages
 
 
 def conversation_active_run(conversation: Conversation) -> ActiveRun:
@@ -116,6 +134,28 @@ def pending_confirmations(conversation: Conversation) -> QuerySet[PendingConfirm
     return conversation.confirmations.filter(
         status=PendingConfirmation.Status.PENDING, expires_at__gt=timezone.now()
     ).order_by("created_at")
+
+
+def confirmation_in(conversation: Conversation, user, confirmation_id) -> PendingConfirmation | None:
+    return (
+        PendingConfirmation.objects.select_related("conversation")
+        .filter(pk=confirmation_id, conversation__owner=user, conversation=conversation)
+        .first()
+    )
+
+
+def confirmation_is_open(confirmation: PendingConfirmation) -> bool:
+    """Whether it can still be decided: pending, not expired, its conversation not archived (read afresh)."""
+    confirmation.refresh_from_db()
+    return (
+        confirmation.status == PendingConfirmation.Status.PENDING
+        and confirmation.expires_at > timezone.now()
+        and not Conversation.objects.filter(pk=confirmation.conversation_id, is_archived=True).exists()
+    )
+
+
+def has_unsettled_decisions(conversation: Conversation) -> bool:
+    return confirmations_unsettled(conversation).exists()
 
 
 def confirmations_unsettled(conversation: Conversation) -> QuerySet[PendingConfirmation]:

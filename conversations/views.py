@@ -131,8 +131,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 def chat(request: HttpRequest, pk) -> HttpResponse:
     conversation = _owned(request, pk)
-    services.conversation_recover_lapsed(conversation=conversation)
-    history = list(selectors.history_for(conversation))
+    history = selectors.as_shown(conversation, list(selectors.history_for(conversation)))
     hidden = max(len(history) - HISTORY_LIMIT, 0)
     pending = {item.tool_call_id for item in selectors.pending_confirmations(conversation)}
     context = {

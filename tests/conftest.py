@@ -21,11 +21,11 @@ def _fast_passwords(settings):
 @pytest.fixture(autouse=True)
 def _fresh_channel_layers():
     """Each test runs in an event loop of its own; a layer's locks and pools belong to the loop that made them."""
-    from conversations.runs import runs
+    from conversations import runs
 
     yield
     channel_layers.backends.clear()
-    runs._control_layer = None
+    runs.manager.control._layer = None
 
 
 @pytest.fixture

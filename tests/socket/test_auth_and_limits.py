@@ -19,10 +19,9 @@ from django.test import Client
 from rest_framework_simplejwt.tokens import AccessToken, RefreshToken
 
 from agentchat.asgi import application
-from conversations import consumers
-from conversations import runs as runs_module
+from conversations import consumers, runs
 from conversations.models import AuditEvent, Message
-from conversations.runs import MessageLimiter
+from conversations.ratelimit import SlidingWindow
 from tests.fake_provider import Reply
 
 from .conftest import TIMEOUT, Socket
@@ -381,7 +380,7 @@ async def test_more_messages_than_the_limit_per_minute_are_rate_limited(
     monkeypatch, settings, llm, sockets, conversation, alice
 ):
     settings.WS_MESSAGES_PER_MINUTE = 3
-    monkeypatch.setattr(runs_module.runs, "limiter", MessageLimiter(3))
+    monkeypatch.setattr(runs.manager, "limiter", SlidingWindow(3, seconds=60))
     socket = await sockets(conversation, alice)
     for number in range(3):
         await socket.send({"type": "message", "content": f"Message {number}", "client_id": f"m{number}"})

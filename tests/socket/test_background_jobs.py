@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from conversations import runs as run_module
+from conversations import runs
 from conversations.models import Message, ToolJob
 from tests import background_tools
 from tests.background_tools import GATE_ENV, LOG_ENV, LONG, PUBLISH, REPORT
@@ -70,7 +70,7 @@ def jobs(settings, monkeypatch, tmp_path):
     settings.JOB_HEARTBEAT_TIMEOUT = timedelta(seconds=HEARTBEAT)
     registry = ToolRegistry()
     background_tools.build(registry)
-    monkeypatch.setattr("conversations.runs.registry", registry)
+    monkeypatch.setattr(runs.manager, "registry", registry)
     jobs = Jobs(tmp_path)
     yield jobs
     for worker in jobs.workers:
@@ -241,7 +241,7 @@ async def test_stop_cancels_the_job_and_its_late_result_is_dropped(llm, jobs, so
 async def test_a_job_no_worker_takes_is_announced_and_can_be_stopped(
     llm, jobs, sockets, conversation, alice, monkeypatch
 ):
-    monkeypatch.setattr(run_module, "JOB_WAIT_NOTICE", 0.5)
+    monkeypatch.setattr(runs.jobs, "JOB_WAIT_NOTICE", 0.5)
     socket = await sockets(conversation, alice)
     await ask(llm, socket)
 

@@ -16,10 +16,9 @@ from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from conversations import consumers, services
-from conversations import runs as run_module
+from agentchat.agent.providers import get_provider
+from conversations import runs, services
 from conversations.models import AuditEvent, Message, PendingConfirmation, ToolJob
-from conversations.runs import RunManager
 from tests.fake_provider import Reply
 from tools.registry import ToolArgs, ToolRegistry
 
@@ -81,7 +80,7 @@ def tools(monkeypatch) -> Calls:
         calls.drop.append(args.dashboard_id)
         return {"dropped": args.dashboard_id}
 
-    monkeypatch.setattr("conversations.runs.registry", registry)
+    monkeypatch.setattr(runs.manager, "registry", registry)
     return calls
 
 
@@ -500,10 +499,7 @@ async def test_a_confirmation_survives_a_restart(llm, tools, sockets, conversati
     await socket.close()
 
     # A new process: nothing in memory, only the database.
-    assert consumers.runs is run_module.runs  # the consumer imported the name itself: patch both
-    fresh = RunManager()
-    monkeypatch.setattr("conversations.runs.runs", fresh)
-    monkeypatch.setattr("conversations.consumers.runs", fresh)
+    monkeypatch.setattr(runs, "manager", runs.RunManager(registry=runs.manager.registry, provider_factory=get_provider))
 
     again = await sockets(conversation, alice)
     assert again.ready["run"] is None
@@ -675,9 +671,8 @@ def as_a_dead_run_left_it(confirmation_id, user, *, started: bool, job: ToolJob.
 @pytest.fixture
 def restarted(monkeypatch):
     """A new server process: nothing in memory, only the database."""
-    fresh = RunManager()
-    monkeypatch.setattr("conversations.runs.runs", fresh)
-    monkeypatch.setattr("conversations.consumers.runs", fresh)
+    fresh = runs.RunManager(registry=runs.manager.registry, provider_factory=get_provider)
+    monkeypatch.setattr(runs, "manager", fresh)
     return fresh
 
 
@@ -777,7 +772,7 @@ async def test_stop_while_an_approved_call_runs_lets_it_finish_and_records_it(ll
     await socket.send({"type": "cancel"})
     # The stop reaches the run while the deploy is still going; only then does the deploy end.
     async with asyncio.timeout(5):
-        while not any(run.task.cancelling() for run in run_module.runs.live.values()):
+        while not any(run.task.cancelling() for run in runs.manager.live.values()):
             await asyncio.sleep(0.01)
     tools.release.set()
     frames = await socket.receive_until("run_finished")

@@ -8,7 +8,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from conversations import services
+from conversations import runs, services
 from conversations.models import Message
 from tests.fake_provider import Reply
 from tests.http_service import SECRET, SECRET_ENV, TOKEN_ENV, BillingService, agent_token, billing_entry
@@ -33,7 +33,7 @@ def billing(tmp_path, monkeypatch):
             registry,
             parse_services([billing_entry(service, str(openapi))], variable="HTTP_SERVICES", base_dir=tmp_path),
         )
-        monkeypatch.setattr("conversations.runs.registry", registry)
+        monkeypatch.setattr(runs.manager, "registry", registry)
         yield service
 
 

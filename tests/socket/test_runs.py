@@ -17,9 +17,9 @@ from django.db.backends.utils import CursorWrapper
 
 from agentchat.agent.context import TRUNCATION_LIMIT, TRUNCATION_SUFFIX
 from agentchat.agent.orchestrator import LIMIT_MESSAGE
-from conversations import runs as runs_module
-from conversations import services
+from conversations import runs, services
 from conversations.models import AuditEvent, Message
+from conversations.runs import db, recorder
 from tests.fake_provider import Reply
 from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
@@ -72,7 +72,7 @@ def tools(monkeypatch) -> ToolRegistry:
     registry = ToolRegistry()
     for func in (lookup, explode, slow):
         registry.tool(func)
-    monkeypatch.setattr("conversations.runs.registry", registry)
+    monkeypatch.setattr(runs.manager, "registry", registry)
     return registry
 
 
@@ -408,7 +408,7 @@ async def test_tokens_are_stored_in_batches_while_streaming(llm, sockets, conver
     assert all(text.startswith(content) for content in midway)  # the whole text may land just before the end
     assert len(set(midway)) >= 2  # it grew more than once before the end
     # At most one write per ~300 ms, plus the final one: not one per token (there are 46).
-    assert 3 <= len(writes) <= elapsed / runs_module.FLUSH_INTERVAL + 2, writes
+    assert 3 <= len(writes) <= elapsed / recorder.FLUSH_INTERVAL + 2, writes
     assistant = (await stored(conversation))[-1]
     assert (assistant.content, assistant.status) == (text, "complete")
 
@@ -426,7 +426,7 @@ async def test_the_final_write_is_not_overtaken_by_a_batch_write(llm, sockets, c
     def slow_final_write(sql, params):
         if Message.Status.COMPLETE in params and not slowed:
             slowed.append(params)
-            time.sleep(runs_module.FLUSH_INTERVAL + 0.2)
+            time.sleep(recorder.FLUSH_INTERVAL + 0.2)
 
     socket = await sockets(conversation, alice)
     with message_writes(slow_final_write):
@@ -772,7 +772,7 @@ async def test_joining_while_a_later_round_starts_misses_nothing(llm, sockets, c
     """A newcomer whose snapshot is taken while the second round's answer row is being created (a slow database)."""
     text = "After the tool, here is the answer."
     llm.script(Reply(tool_calls=[("lookup", {"q": "x"}, "call_j")]), Reply(text=text, interval=SLOW))
-    start_message = runs_module._start_message
+    start_message = db.start_message
     stalled = asyncio.Event()
     calls = []
 
@@ -783,7 +783,7 @@ async def test_joining_while_a_later_round_starts_misses_nothing(llm, sockets, c
             await asyncio.sleep(0.5)
         return await start_message(conversation, run_id)
 
-    monkeypatch.setattr(runs_module, "_start_message", slow_start_message)
+    monkeypatch.setattr(db, "start_message", slow_start_message)
     first = await sockets(conversation, alice)
     await first.send({"type": "message", "content": "Look it up", "client_id": "j"})
     await asyncio.wait_for(stalled.wait(), 3)

@@ -11,7 +11,7 @@ from agentchat.agent.providers.local import to_chatml_messages
 from agentchat.agent.providers.openai_compatible import to_wire_messages
 from conversations import selectors, services
 from conversations.models import Message
-from tools.documents.context import FileForModel, describe, with_files, with_references
+from tools.documents.context import FileForModel, describe, files_prompt, with_files, with_references
 
 from . import samples
 from .conftest import attach
@@ -89,7 +89,9 @@ def test_descriptions():
 
 
 def test_the_system_prompt_lists_the_files_and_the_tools():
-    prompt = build_system_prompt({}, [{"id": "abc", "name": "report.pdf", "description": "PDF, 3 pages, 1.6 KB"}])
+    prompt = build_system_prompt(
+        {}, [files_prompt([{"id": "abc", "name": "report.pdf", "description": "PDF, 3 pages, 1.6 KB"}])]
+    )
 
     assert '- "report.pdf": PDF, 3 pages, 1.6 KB; id abc' in prompt
     assert "read_document" in prompt and "search_document" in prompt and "query_table" in prompt

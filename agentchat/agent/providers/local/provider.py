@@ -1,0 +1,106 @@
+"""LocalProvider: chat and stream over the in-process model, its failures told as ProviderErrors."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import TYPE_CHECKING
+
+from ..base import ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta
+from .chatml import chat_prompt, prompt_tokens, to_chatml_messages
+from .llama import TEXT_SAMPLING, generate
+from .model import (
+    CONTEXT_WINDOW,
+    Emit,
+    Stopped,
+    Watch,
+    exclusive_use,
+    load_model,
+    require_llama_cpp,
+    resolve_model_path,
+    run_in_worker,
+)
+from .routing import decide
+
+if TYPE_CHECKING:
+    from .. import ProviderConfig
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOKENS = 512
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+
+
+def llama_error(exc: Exception) -> ProviderError:
+    if isinstance(exc, ValueError) and "exceed context window" in str(exc):
+        return ProviderError(
+            f"The conversation is too long for the local model (its context window is {CONTEXT_WINDOW} tokens)."
+        )
+    return ProviderError(f"The local model failed while answering ({type(exc).__name__}).")
+
+
+class LocalProvider:
+    name = "local"
+
+    def __init__(self, config: ProviderConfig):
+        require_llama_cpp()
+        self.model_path = resolve_model_path(config.model)
+        self.timeout = config.timeout
+
+    async def chat(self, params: ProviderChatParams) -> ProviderChatResponse:
+        async with aclosing(self.stream(params)) as items:
+            async for item in items:
+                if isinstance(item, ProviderChatResponse):
+                    return item
+        raise ProviderError("The local model ended its answer without finishing it.", retryable=True)
+
+    async def stream(self, params: ProviderChatParams) -> AsyncIterator[StreamItem]:
+        seen_text = False
+        async with aclosing(run_in_worker(functools.partial(self._work, params))) as items:
+            async for item in items:
+                if isinstance(item, ProviderError):
+                    # Once the person has seen text, a failure ends the run with that text kept: no retry.
+                    item.retryable = item.retryable and not seen_text
+                    raise item
+                yield item
+                if isinstance(item, ProviderChatResponse):
+                    return
+                seen_text = True
+
+    def _work(self, params: ProviderChatParams, emit: Emit, stop: threading.Event) -> None:
+        watch = Watch.starting_now(stop, self.timeout)
+        try:
+            with exclusive_use(watch):
+                # Emitted before the lock is released, so concurrent streams never interleave.
+                emit(self._answer(params, emit, watch))
+        except Stopped:
+            return
+        except ProviderError as error:
+            emit(error)
+        except Exception as exc:
+            logger.warning("local model failed: %s", type(exc).__name__, exc_info=True)
+            emit(llama_error(exc))
+
+    def _answer(self, params: ProviderChatParams, emit: Emit, watch: Watch) -> ProviderChatResponse:
+        llm = load_model(self.model_path)
+        history = to_chatml_messages(params.messages)
+        # Always a system message: without one the template injects "You are ... SmolLM".
+        system_prompt = params.system_prompt or DEFAULT_SYSTEM_PROMPT
+        # Decide only right after the user spoke. After a tool result SmolLM2 repeated the same call every time
+        # we tried, which would spin the run up to AGENT_MAX_ROUNDS; so one tool round per user turn, then words.
+        if params.tools and history and history[-1]["role"] == "user":
+            call = decide(llm, system_prompt, history, params.tools, watch)
+            if call is not None:
+                return ProviderChatResponse(content="", tool_calls=[call], finish_reason="tool_calls")
+        text, finish_reason = generate(
+            llm,
+            prompt_tokens(llm, chat_prompt(llm, [{"role": "system", "content": system_prompt}, *history])),
+            watch,
+            max_tokens=params.max_tokens or DEFAULT_MAX_TOKENS,
+            sampling=TEXT_SAMPLING,
+            on_text=lambda piece: emit(TextDelta(piece)),
+        )
+        return ProviderChatResponse(content=text, finish_reason=finish_reason)

@@ -1,0 +1,208 @@
+"""The run's steps that touch the database: each one short, in Channels' database thread, over services and
+selectors. A write that must land is tried again while the database is briefly unreachable (`retrying`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+
+from agentchat.agent.calls import ToolOutcome
+from agentchat.agent.prompts import build_system_prompt
+from tools.documents.context import files_prompt
+from tools.registry import Tool, ToolRegistry
+
+from .. import selectors, services
+from ..exceptions import NotFound
+from ..models import Conversation, PendingConfirmation
+from .frames import message_frame
+
+logger = logging.getLogger(__name__)
+
+DATABASE_UNREACHABLE = (OperationalError, InterfaceError)
+# How long a run that failed keeps trying to store how it ended while the database is unreachable.
+STORE_RETRY_FOR = 10.0
+# The newest message's attachments may fill this share of CONTEXT_TOKEN_BUDGET; the rest stays with the tools.
+FILE_SHARE = 0.5
+
+
+async def retrying(step, *args, **kwargs):
+    """A write that must land, tried again with a short backoff while the database is unreachable."""
+    deadline = time.monotonic() + STORE_RETRY_FOR
+    pause = 0.1
+    while True:
+        try:
+            return await step(*args, **kwargs)
+        except DATABASE_UNREACHABLE:
+            if time.monotonic() + pause > deadline:
+                raise
+            logger.warning("the database is unreachable; trying again in %.1f s", pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+
+# --- the gate --------------------------------------------------------------------------------------
+
+claim = database_sync_to_async(services.conversation_run_claim)
+release = database_sync_to_async(services.conversation_run_release)
+heartbeat = database_sync_to_async(services.conversation_run_heartbeat)
+
+
+# --- a message comes in ----------------------------------------------------------------------------
+
+
+@database_sync_to_async
+def intake(conversation: Conversation, client_id: str | None) -> dict[str, Any] | None:
+    """The echo of a message sent before under this client_id; else None, with the conversation read afresh."""
+    if client_id and (message := selectors.message_with_client_id(conversation, client_id)):
+        return message_frame(message, client_id)
+    conversation.refresh_from_db()
+    return None
+
+
+@database_sync_to_async
+def open_run(conversation, user, content, client_id, attachments, metadata):
+    """Take the gate and store the message in one trip: (run_id, created, frames); see services.run_open."""
+    opened = services.run_open(
+        conversation=conversation,
+        user=user,
+        content=content,
+        client_id=client_id,
+        attachments=attachments,
+        metadata=metadata,
+    )
+    frames = [message_frame(message) for message in opened.settled]
+    if opened.message is not None:
+        frames.append(message_frame(opened.message, client_id))
+    return opened.run_id, opened.created, frames
+
+
+@database_sync_to_async
+def owned_attachments(conversation, user, ids) -> list:
+    found = selectors.attachments_owned(conversation, user, ids)
+    if len(found) != len(set(ids)):
+        raise NotFound("One of the attachments does not exist in this conversation.")
+    return found
+
+
+# --- a run's steps ---------------------------------------------------------------------------------
+
+
+def _round_inputs(conversation: Conversation, user, registry: ToolRegistry) -> tuple[list, list, str, dict, list]:
+    """What a round asks the provider with: the history, the tools the user may use now, the system prompt."""
+    history = selectors.provider_history(
+        conversation, file_tokens=int(settings.CONTEXT_TOKEN_BUDGET * FILE_SHARE), vision=settings.LLM_VISION
+    )
+    context = selectors.last_user_context(conversation)
+    files = selectors.files_listed(conversation, user)
+    now = selectors.user_as_stored(user.pk)
+    tools = registry.permitted(now) if now is not None else []
+    prompt = build_system_prompt(context, [files_prompt(files)] if files else [])
+    return history, tools, prompt, context, files
+
+
+round_inputs = database_sync_to_async(_round_inputs)
+
+
+@database_sync_to_async
+def begin(conversation: Conversation, user, run_id: str, after_decision: bool, registry: ToolRegistry):
+    """A run's first steps in one trip to the database thread, which every run of the process shares:
+    (decided calls to carry out first, whether a decision is still awaited, the answer's row, round inputs).
+
+    After a decision the tool's result must come first: the answer's row and the round's inputs wait.
+    """
+    decided, waiting, message_id = services.run_begin(
+        conversation=conversation, user=user, run_id=run_id, after_decision=after_decision
+    )
+    if message_id is None:
+        return decided, waiting, None, None
+    return decided, waiting, message_id, _round_inputs(conversation, user, registry)
+
+
+audit = database_sync_to_async(services.audit_record)
+
+
+@database_sync_to_async
+def start_message(conversation: Conversation, run_id: str) -> int:
+    return services.assistant_message_start(conversation=conversation, run_id=run_id).pk
+
+
+flush = database_sync_to_async(services.assistant_message_flush)
+discard_message = database_sync_to_async(services.assistant_message_discard)
+
+
+@database_sync_to_async
+def save_message(message_id: int, content: str, status: str, tool_calls: list | None = None) -> dict[str, Any]:
+    return message_frame(
+        services.assistant_message_save(message_id=message_id, content=content, status=status, tool_calls=tool_calls)
+    )
+
+
+@database_sync_to_async
+def store_tool_result(conversation, call_id, name, outcome: ToolOutcome, run_id, confirmation) -> dict[str, Any]:
+    message = services.tool_result_store(
+        conversation=conversation,
+        tool_call_id=call_id,
+        tool_name=name,
+        outcome=outcome,
+        run_id=run_id,
+        confirmation=confirmation,
+    )
+    return message_frame(message)
+
+
+@database_sync_to_async
+def close_dangling(conversation: Conversation, why: str, run_id: str, *, stopped: bool) -> list[dict[str, Any]]:
+    """Every call of the conversation left without a result is told why (see services.dangling_calls_close and
+    services.decisions_settle)."""
+    closed = services.dangling_calls_close(conversation=conversation, why=ToolOutcome.cancelled(why), run_id=run_id)
+    settled = services.decisions_settle(
+        conversation=conversation, why=services.Settle.STOPPED if stopped else services.Settle.FAILED, run_id=run_id
+    )
+    return [message_frame(message) for message in [*closed, *settled]]
+
+
+# --- tool calls ------------------------------------------------------------------------------------
+
+user_may_use = database_sync_to_async(selectors.user_may_use)
+tool_context = database_sync_to_async(selectors.tool_context)
+request_confirmation = database_sync_to_async(services.confirmation_request)
+claim_decision = database_sync_to_async(services.confirmation_claim)
+job_for = database_sync_to_async(selectors.tool_job_for)
+check_job = database_sync_to_async(services.tool_job_check)
+cancel_job = database_sync_to_async(services.tool_job_cancel)
+has_unsettled = database_sync_to_async(selectors.has_unsettled_decisions)
+
+
+@database_sync_to_async
+def enqueue_job(run, tool: Tool, call_id: str, args: dict, confirmation: PendingConfirmation | None) -> str:
+    job = services.tool_job_enqueue(
+        conversation=run.conversation,
+        user=run.user,
+        run_id=run.run_id,
+        tool=tool,
+        tool_call_id=call_id,
+        args=args,
+        claim=confirmation,
+    )
+    return str(job.pk)
+
+
+# --- decisions -------------------------------------------------------------------------------------
+
+
+@database_sync_to_async
+def confirmation(conversation: Conversation, user, confirmation_id) -> PendingConfirmation:
+    found = selectors.confirmation_in(conversation, user, confirmation_id)
+    if found is None:
+        raise NotFound("There is no such confirmation in this conversation.")
+    return found
+
+
+is_open = database_sync_to_async(selectors.confirmation_is_open)
+decide = database_sync_to_async(services.confirmation_decide)

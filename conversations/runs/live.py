@@ -1,0 +1,47 @@
+"""What this process holds of a run while it streams; everything else is in the database."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..models import Conversation
+
+
+@dataclass
+class LiveRun:
+    run_id: str
+    conversation: Conversation
+    user: Any
+    seq: int = 0
+    message_id: int | None = None
+    content: str = ""
+    dirty: bool = False
+    last_assistant_id: int | None = None
+    task: asyncio.Task | None = None
+    control_channel: str = ""
+    # Calls started and not finished yet, as the snapshot for a joining socket shows their cards.
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # False once the run's outcome is decided: a late cancel must not interrupt its clean-up.
+    cancellable: bool = True
+    after_decision: bool = False
+    frames_lost: int = 0
+
+    def stop(self) -> None:
+        if self.cancellable and self.task is not None:
+            self.task.cancel()
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "message_id": self.message_id,
+            "status": "streaming",
+            "content": self.content,
+            "seq": self.seq,
+            "tools": list(self.tools.values()),
+        }

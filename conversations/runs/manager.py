@@ -1,0 +1,326 @@
+"""The runs of this process: one per conversation at a time, each its own asyncio task.
+
+The ways in are a message, a decision and a page joining (resume); each takes the conversation's gate, and
+the run carries out decided calls first, then rounds with the provider, its events recorded by a Recorder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+
+from agentchat.agent.calls import Started, ToolAccess, ToolOutcome, call_tool, carry_out
+from agentchat.agent.context import fit_history, truncate_message
+from agentchat.agent.orchestrator import AgentRun
+from agentchat.agent.providers import Provider, ProviderError
+from tools.registry import Tool, ToolArgumentsError, ToolContext, ToolRegistry
+
+from .. import services
+from ..exceptions import AlreadySettled, Busy, CheckpointExpired, Invalid, RateLimited
+from ..models import AuditEvent, Conversation, Message, PendingConfirmation
+from ..ratelimit import SlidingWindow
+from . import db
+from .coalesce import read_ahead
+from .control import ControlPlane
+from .frames import notice
+from .jobs import wait_for_job
+from .live import LiveRun
+from .recorder import Recorder
+
+logger = logging.getLogger(__name__)
+
+# How long a decision waits for the gate that another tab's decision (or the asking run) holds.
+DECISION_WAIT = 1.0
+EXPIRED = "This confirmation was already decided, replaced or has expired."
+
+
+class _StoppedAfter(Exception):
+    """The run was stopped while a decided call ran; the call was seen through and this is how it ended."""
+
+    def __init__(self, outcome: ToolOutcome):
+        super().__init__(outcome.outcome)
+        self.outcome = outcome
+
+
+class RunManager:
+    """One instance per process; all shared state is in the database.
+
+    `registry` holds the tools and `provider_factory` makes the model provider: both are passed in, so a test
+    gives its own.
+    """
+
+    def __init__(self, *, registry: ToolRegistry, provider_factory: Callable[[], Provider]):
+        self.registry = registry
+        self.provider_factory = provider_factory
+        # The event loop keeps only weak references to tasks: this keeps each live run's task alive.
+        self.live: dict[str, LiveRun] = {}
+        self.limiter = SlidingWindow(settings.WS_MESSAGES_PER_MINUTE, seconds=60)
+        self.control = ControlPlane()
+
+    # --- the ways in -----------------------------------------------------------------------------
+
+    async def submit_message(
+        self,
+        *,
+        conversation: Conversation,
+        user,
+        content: str,
+        client_id: str | None = None,
+        attachment_ids: list | None = None,
+        context: dict | None = None,
+    ) -> dict[str, Any] | None:
+        """Store the user's message and start a run; the echo goes to every socket of the conversation.
+
+        A client_id seen before stores and answers nothing: the earlier message's echo is returned instead.
+        """
+        if echo := await db.intake(conversation, client_id):
+            return echo
+        if conversation.is_archived:
+            raise Invalid("This conversation is archived. Restore it to continue.")
+        if not content.strip():
+            raise Invalid("The message is empty.")
+        if not self.limiter.allow(user.pk):
+            raise RateLimited("You are sending messages too fast. Wait a moment and try again.")
+        attachments = await db.owned_attachments(conversation, user, attachment_ids) if attachment_ids else []
+        text, truncated = truncate_message(content)
+        metadata: dict[str, Any] = {"context": context or {}}
+        if truncated:
+            metadata["original_length"] = len(content)
+        run_id, created, frames = await db.open_run(conversation, user, text, client_id, attachments, metadata)
+        if run_id is None and not frames:
+            raise Busy("A run is already going on in this conversation. Wait for it to finish or stop it.")
+        if not created:
+            return frames[-1]
+        run = LiveRun(run_id=str(run_id), conversation=conversation, user=user)
+        await self.control.open(run)
+        recorder = Recorder(run)
+        for frame in frames:
+            await recorder.send(frame)
+        if truncated:
+            await recorder.send(
+                notice("MESSAGE_TRUNCATED", f"Your message was cut from {len(content):,} to {len(text):,} characters.")
+            )
+        self._launch(run)
+        return None
+
+    async def decide(
+        self,
+        *,
+        conversation: Conversation,
+        user,
+        confirmation_id,
+        decision: str,
+        args: dict | None = None,
+        reason: str = "",
+    ) -> None:
+        confirmation = await db.confirmation(conversation, user, confirmation_id)
+        if not await db.is_open(confirmation):
+            raise CheckpointExpired(EXPIRED)
+        if decision == "edit":
+            tool = self.registry.find(confirmation.tool_name)
+            if tool is None:
+                raise Invalid(f"The tool {confirmation.tool_name} is no longer available.")
+            try:
+                args = tool.normalise(tool.validate(args))
+            except ToolArgumentsError as exc:
+                raise Invalid(str(exc)) from None
+        deadline = time.monotonic() + DECISION_WAIT
+        while (run_id := await db.claim(conversation=conversation)) is None:
+            # Someone else holds the gate, most likely a tab deciding this very confirmation.
+            if not await db.is_open(confirmation):
+                raise CheckpointExpired(EXPIRED)
+            if time.monotonic() > deadline:
+                raise Busy("A run is going on in this conversation. Decide again when it has finished.")
+            await asyncio.sleep(0.05)
+        if not await db.decide(confirmation=confirmation, decision=decision, actor=user, args=args, reason=reason):
+            await db.release(conversation=conversation, run_id=run_id)
+            raise CheckpointExpired(EXPIRED)
+        await self._start(LiveRun(run_id=str(run_id), conversation=conversation, user=user, after_decision=True))
+
+    async def resume(self, *, conversation: Conversation, user) -> None:
+        """Carry out what a run that stopped with its process left decided and without a result, if nothing
+        runs now: a socket joining the conversation starts it, so the user sees how their decision ended."""
+        if conversation.is_archived or not await db.has_unsettled(conversation):
+            return
+        if (run_id := await db.claim(conversation=conversation)) is None:
+            return
+        await self._start(LiveRun(run_id=str(run_id), conversation=conversation, user=user, after_decision=True))
+
+    async def cancel(self, conversation: Conversation) -> None:
+        await self.control.cancel(conversation)
+
+    async def request_snapshot(self, conversation: Conversation, reply_to: str) -> None:
+        await self.control.request_snapshot(conversation, reply_to)
+
+    # --- one run ---------------------------------------------------------------------------------
+
+    async def _start(self, run: LiveRun) -> None:
+        await self.control.open(run)
+        self._launch(run)
+
+    def _launch(self, run: LiveRun) -> None:
+        self.live[run.run_id] = run
+        run.task = asyncio.create_task(self._drive(run, Recorder(run)), name=f"run {run.run_id}")
+
+    async def _drive(self, run: LiveRun, recorder: Recorder) -> None:
+        conversation = run.conversation
+        listener = asyncio.create_task(self.control.listen(run))
+        helpers = [asyncio.create_task(recorder.keep_alive()), asyncio.create_task(recorder.flush_periodically())]
+        status, error = "failed", ""
+        try:
+            decided, waiting, run.message_id, inputs = await db.begin(
+                conversation, run.user, run.run_id, run.after_decision, self.registry
+            )
+            await recorder.send({"type": "run_started", "message_id": run.message_id})
+            status, error = await self._steps(run, recorder, decided, waiting, inputs)
+            run.cancellable = False
+        except asyncio.CancelledError:
+            status = "cancelled"
+            run.cancellable = False
+            await recorder.stop(why=services.CANCELLED_BY_USER, message_status=Message.Status.INTERRUPTED, stopped=True)
+        except Exception:
+            logger.exception("run %s failed", run.run_id)
+            status, error = "failed", "Something went wrong on our side while answering."
+            run.cancellable = False
+            await recorder.stop(why=services.INTERRUPTED, message_status=Message.Status.FAILED, stopped=False)
+        finally:
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            await self.control.stop_listening(run, listener)
+            try:
+                await db.retrying(db.release, conversation=conversation, run_id=run.run_id)
+            except db.DATABASE_UNREACHABLE:
+                logger.error("run %s could not release its conversation; its heartbeat will lapse", run.run_id)
+            self.live.pop(run.run_id, None)
+        if status == "failed":
+            await recorder.send({"type": "error", "code": "PROVIDER_ERROR", "message": error})
+        await recorder.send({"type": "run_finished", "status": status, "message_id": run.last_assistant_id})
+        try:
+            await db.retrying(recorder.audit, AuditEvent.Kind.RUN_FINISHED, {"run_id": run.run_id, "status": status})
+        except db.DATABASE_UNREACHABLE:
+            logger.error("run %s finished %s; the database was unreachable to audit it", run.run_id, status)
+
+    async def _steps(
+        self, run: LiveRun, recorder: Recorder, decided: list[PendingConfirmation], waiting: bool, inputs
+    ) -> tuple[str, str]:
+        """Carry out decided confirmations, then rounds with the provider. Returns (status, error)."""
+        for confirmation in decided:
+            await self._carry_out(run, recorder, confirmation)
+        if waiting:
+            await recorder.end_message()
+            return "awaiting_confirmation", ""
+
+        history, tools, system_prompt, context, files = inputs or await db.round_inputs(
+            run.conversation, run.user, self.registry
+        )
+        trimmed = fit_history(history, budget=settings.CONTEXT_TOKEN_BUDGET, system_prompt=system_prompt)
+        if trimmed.dropped:
+            detail = f"{trimmed.dropped} older messages were left out to fit the context budget."
+            await recorder.send(notice("CONTEXT_TRIMMED", detail))
+        try:
+            provider = self.provider_factory()
+        except ProviderError as exc:
+            await recorder.end_message()
+            return "failed", exc.message
+        ctx = ToolContext(
+            user=run.user, conversation_id=str(run.conversation.pk), page_context=context, attachments=files
+        )
+        agent = AgentRun(
+            provider=provider,
+            tools=tools,
+            access=self._access(run, functools.partial(self._execute, run, recorder, ctx)),
+            system_prompt=system_prompt,
+            max_rounds=settings.AGENT_MAX_ROUNDS,
+            run_id=run.run_id,
+        )
+        async with contextlib.aclosing(read_ahead(agent.events(trimmed.messages))) as events:
+            async for event in events:
+                finished = await recorder.handle(event)
+                if finished is not None:
+                    return finished
+        return "failed", "The run ended without an answer."
+
+    def _access(self, run: LiveRun, execute) -> ToolAccess:
+        """Calls carried out for this run's user as the database has them at each call."""
+        return ToolAccess(
+            lookup=self.registry.find, permitted=functools.partial(db.user_may_use, run.user.pk), execute=execute
+        )
+
+    async def _execute(
+        self,
+        run: LiveRun,
+        recorder: Recorder,
+        ctx: ToolContext,
+        tool: Tool,
+        args,
+        call_id: str,
+        *,
+        confirmation: PendingConfirmation | None = None,
+    ) -> ToolOutcome:
+        """Run a call here, or a slow tool's as a job in the worker, and say how it went.
+
+        A decided call is claimed as it starts. Once started it is seen through to its end even if the run is
+        stopped meanwhile, so that what the user approved has its result stored; the stop takes effect after.
+        """
+        if tool.in_background:
+            job_id = await db.enqueue_job(run, tool, call_id, tool.normalise(args), confirmation)
+            return await wait_for_job(job_id, tool.name, decided=confirmation is not None, send=recorder.send)
+        if confirmation is None:
+            return await call_tool(tool, args, ctx)
+
+        async def claimed() -> ToolOutcome:
+            if not await db.claim_decision(confirmation=confirmation):
+                raise AlreadySettled(f"The call {call_id} was started by another run.")
+            return await call_tool(tool, args, ctx)
+
+        call = asyncio.ensure_future(claimed())
+        stopped = False
+        while not call.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(call)
+                continue
+            stopped = True
+        if stopped and call.exception() is None:
+            raise _StoppedAfter(call.result())
+        return call.result()
+
+    async def _carry_out(self, run: LiveRun, recorder: Recorder, confirmation: PendingConfirmation) -> None:
+        """A decided call, as a run's first step: rejected, run now (under a claim that outlives a crash), or,
+        when a run that died had started it, its background job waited for or its result said to be unknown."""
+        call_id, name = confirmation.tool_call_id, confirmation.tool_name
+        job = await db.job_for(run.conversation, call_id) if confirmation.claimed_at else None
+        outcome = services.decision_outcome(confirmation, job)
+        if outcome is None and job is not None:
+            await recorder.tool_start(call_id, name, job.args, background=True)
+            outcome = await wait_for_job(job.pk, name, decided=True, send=recorder.send)
+        elif outcome is None:
+            edited = confirmation.status == PendingConfirmation.Status.EDITED
+            ctx = await db.tool_context(run.conversation, run.user)
+            execute = functools.partial(self._execute, run, recorder, ctx, confirmation=confirmation)
+            try:
+                async for step in carry_out(
+                    self._access(run, execute),
+                    call_id,
+                    name,
+                    confirmation.edited_args if edited else confirmation.args,
+                    decided=True,
+                ):
+                    if isinstance(step, Started):
+                        await recorder.tool_start(call_id, name, step.args, background=step.tool.in_background)
+                    else:
+                        outcome = step
+            except _StoppedAfter as stopped:
+                await recorder.tool_result(call_id, name, stopped.outcome, confirmation)
+                raise asyncio.CancelledError from None
+            except AlreadySettled:
+                logger.warning("run %s: call %s was carried out by another run", run.run_id, call_id)
+                return
+        await recorder.tool_result(call_id, name, outcome, confirmation)

@@ -1,0 +1,29 @@
+"""The audit log: append-only, one row per thing that happened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..models import AuditEvent, Conversation
+
+
+def audit_record(
+    *, kind: str, actor=None, conversation: Conversation | None = None, data: dict[str, Any] | None = None
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        kind=kind,
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        conversation=conversation,
+        data=data or {},
+    )
+
+
+def audit_login_failure(sender, credentials: dict, request=None, **kwargs) -> None:
+    """Receiver of Django's user_login_failed: the session form and the JWT endpoint both end here."""
+    audit_record(
+        kind=AuditEvent.Kind.AUTH_FAILED,
+        data={
+            "username": str(credentials.get("username", ""))[:150],
+            "path": request.path if request is not None else "",
+        },
+    )

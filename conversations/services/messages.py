@@ -1,0 +1,135 @@
+"""Messages: the user's, the streaming answer's rows, and tool results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from agentchat.agent.calls import ToolOutcome
+
+from ..exceptions import AlreadySettled
+from ..models import AuditEvent, Conversation, Message, PendingConfirmation
+from .audit import audit_record
+from .conversations import title_from_text
+
+CANCELLED_BY_USER = "cancelled by the user"
+INTERRUPTED = "not run: the answer was interrupted"
+
+
+def message_append(
+    *,
+    conversation: Conversation,
+    role: str,
+    content: str = "",
+    client_id: str | None = None,
+    actor=None,
+    **fields: Any,
+) -> tuple[Message, bool]:
+    """Store a message; the same `client_id` twice gives back the first one and `created=False`."""
+    if client_id:
+        existing = Message.objects.filter(conversation=conversation, client_id=client_id).first()
+        if existing:
+            return existing, False
+    try:
+        with transaction.atomic():
+            message = Message.objects.create(
+                conversation=conversation, role=role, content=content, client_id=client_id or None, **fields
+            )
+            # A person's message moves the conversation up; the rest of a run moves it when the run ends (release).
+            if role == Message.Role.USER:
+                conversation.title = conversation.title or title_from_text(content)
+                conversation.save(update_fields=["title", "updated_at"])
+            if role == Message.Role.USER:
+                audit_record(
+                    kind=AuditEvent.Kind.MESSAGE_SENT,
+                    actor=actor,
+                    conversation=conversation,
+                    data={"message_id": message.pk, "client_id": client_id, "length": len(content)},
+                )
+    except IntegrityError:
+        # Two sockets sent the same client_id at the same moment: the other one won.
+        if client_id:
+            existing = Message.objects.filter(conversation=conversation, client_id=client_id).first()
+            if existing:
+                return existing, False
+        raise
+    return message, True
+
+
+def assistant_message_start(*, conversation: Conversation, run_id: str) -> Message:
+    return Message.objects.create(
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        status=Message.Status.STREAMING,
+        metadata={"run_id": run_id},
+    )
+
+
+def assistant_message_save(*, message_id: int, content: str, status: str, tool_calls: list | None = None) -> Message:
+    fields: dict[str, Any] = {"content": content, "status": status}
+    if tool_calls is not None:
+        fields["tool_calls"] = tool_calls
+    Message.objects.filter(pk=message_id).update(**fields)
+    return Message.objects.get(pk=message_id)
+
+
+def assistant_message_flush(*, message_id: int, content: str) -> None:
+    """The text so far of an answer still streaming; never overwrites the answer's final write."""
+    Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(content=content)
+
+
+def assistant_message_discard(*, message_id: int) -> None:
+    """A placeholder that never got a word or a call is not worth keeping."""
+    Message.objects.filter(pk=message_id, content="", tool_calls=[]).delete()
+
+
+def tool_result_store(
+    *,
+    conversation: Conversation,
+    tool_call_id: str,
+    tool_name: str,
+    outcome: ToolOutcome,
+    run_id: str,
+    confirmation: PendingConfirmation | None = None,
+) -> Message:
+    """Store how a call ended; for a decided call, settle its confirmation with it in the same transaction.
+
+    A decided call is settled once: should another result have settled it first, nothing is stored and
+    AlreadySettled says so.
+    """
+    with transaction.atomic():
+        message, _ = message_append(
+            conversation=conversation,
+            role=Message.Role.TOOL,
+            content=outcome.content,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            is_error=not outcome.ok,
+            outcome=outcome.outcome,
+            metadata={"run_id": run_id},
+        )
+        if confirmation is not None and not (
+            PendingConfirmation.objects.filter(pk=confirmation.pk, result__isnull=True).update(result=message)
+        ):
+            raise AlreadySettled(f"The call {tool_call_id} has its result already.")
+    return message
+
+
+def dangling_calls_close(*, conversation: Conversation, why: ToolOutcome, run_id: str = "") -> list[Message]:
+    """Give every call left without a result a tool message saying why, after a cancel or a crash, so the
+    history stays well-formed for the next provider call.
+
+    Calls that went to their owner for a decision are left to decisions_settle.
+    """
+    answered = set(conversation.messages.filter(role=Message.Role.TOOL).values_list("tool_call_id", flat=True))
+    gated = set(conversation.confirmations.values_list("tool_call_id", flat=True))
+    callers = conversation.messages.filter(role=Message.Role.ASSISTANT).exclude(tool_calls=[])
+    return [
+        tool_result_store(
+            conversation=conversation, tool_call_id=call["id"], tool_name=call["name"], outcome=why, run_id=run_id
+        )
+        for message in callers
+        for call in message.tool_calls
+        if call["id"] not in answered and call["id"] not in gated
+    ]

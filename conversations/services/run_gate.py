@@ -1,0 +1,118 @@
+"""The one-run-at-a-time gate of a conversation: taken, kept alive, released, taken over from a dead run."""
+
+from __future__ import annotations
+
+import uuid
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agentchat.agent.calls import ToolOutcome
+
+from .. import selectors
+from ..models import AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
+from .audit import audit_record
+from .messages import INTERRUPTED, assistant_message_start, dangling_calls_close, message_append
+from .settle import confirmations_supersede
+
+
+def conversation_run_claim(*, conversation: Conversation) -> uuid.UUID | None:
+    """Take the one-run gate atomically, unless a live run holds it; None when one does.
+
+    Taking it over from a run whose heartbeat lapsed (its process died) tidies what that run left behind.
+    """
+    run_id = uuid.uuid4()
+    now = timezone.now()
+    claim = {"active_run_id": run_id, "active_run_since": now, "active_run_heartbeat": now}
+    conversations = Conversation.objects.filter(pk=conversation.pk)
+    if conversations.filter(active_run_id__isnull=True).update(**claim):
+        return run_id
+    with transaction.atomic():
+        if not conversations.filter(active_run_heartbeat__lt=now - settings.RUN_HEARTBEAT_TIMEOUT).update(**claim):
+            return None
+        conversation_recover(conversation=conversation)
+    return run_id
+
+
+def conversation_run_heartbeat(*, conversation: Conversation, run_id: uuid.UUID) -> bool:
+    """Refresh the holder's heartbeat; False means the gate is no longer ours."""
+    return bool(
+        Conversation.objects.filter(pk=conversation.pk, active_run_id=run_id).update(
+            active_run_heartbeat=timezone.now()
+        )
+    )
+
+
+def conversation_run_release(*, conversation: Conversation, run_id: uuid.UUID) -> None:
+    Conversation.objects.filter(pk=conversation.pk, active_run_id=run_id).update(
+        active_run_id=None, active_run_since=None, active_run_heartbeat=None, updated_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def conversation_recover(*, conversation: Conversation) -> None:
+    """What a dead run left behind, tidied by the run that takes its lapsed gate over: its streaming answer
+    becomes `interrupted`, its calls get a result. Decided calls are left to the new run, which carries them
+    out or tells how they ended before anything else; their background jobs go on, for it to wait for.
+    """
+    Message.objects.filter(conversation=conversation, status=Message.Status.STREAMING).update(
+        status=Message.Status.INTERRUPTED
+    )
+    # Nobody waits for the dead run's other background jobs any more: a queued one need not start.
+    ToolJob.objects.filter(conversation=conversation, status__in=ToolJob.OPEN).exclude(
+        tool_call_id__in=conversation.confirmations.values("tool_call_id")
+    ).update(status=ToolJob.Status.CANCELLED, error=INTERRUPTED, finished_at=timezone.now())
+    dangling_calls_close(conversation=conversation, why=ToolOutcome.cancelled(INTERRUPTED))
+
+
+class OpenedRun(NamedTuple):
+    run_id: uuid.UUID | None  # None: another run holds the gate
+    created: bool  # False: a message with this client_id was stored before (`message` is that one)
+    message: Message | None
+    settled: list[Message]  # tool messages of the decisions the new message settled, to show before it
+
+
+def run_open(
+    *, conversation: Conversation, user, content: str, client_id: str | None, attachments: list, metadata: dict
+) -> OpenedRun:
+    """Take the gate and store the user's message after settling what it supersedes.
+
+    With the gate held by another run, nothing is stored; `message` is then this very message if another tab
+    sent it at the same moment (it is that tab's run). A message seen before gives the gate back at once.
+    """
+    run_id = conversation_run_claim(conversation=conversation)
+    if run_id is None:
+        return OpenedRun(None, False, selectors.message_with_client_id(conversation, client_id), [])
+    try:
+        settled = confirmations_supersede(conversation=conversation, actor=user)
+        message, created = message_append(
+            conversation=conversation,
+            role=Message.Role.USER,
+            content=content,
+            client_id=client_id,
+            actor=user,
+            metadata=metadata,
+        )
+        if created and attachments:
+            message.attachments.set(attachments)
+    except BaseException:
+        conversation_run_release(conversation=conversation, run_id=run_id)
+        raise
+    if not created:
+        conversation_run_release(conversation=conversation, run_id=run_id)
+    return OpenedRun(run_id, created, message, settled)
+
+
+def run_begin(
+    *, conversation: Conversation, user, run_id: str, after_decision: bool
+) -> tuple[list[PendingConfirmation], bool, int | None]:
+    """A run's first writes: its audit row, then either the decided calls to carry out first (and whether a
+    decision is still awaited) or, when there are none, the answer's row, which exists from the start."""
+    audit_record(kind=AuditEvent.Kind.RUN_STARTED, actor=user, conversation=conversation, data={"run_id": run_id})
+    decided = list(selectors.confirmations_unsettled(conversation))
+    waiting = after_decision and selectors.pending_confirmations(conversation).exists()
+    if decided or waiting:
+        return decided, waiting, None
+    return decided, waiting, assistant_message_start(conversation=conversation, run_id=run_id).pk

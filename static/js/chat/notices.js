@@ -1,0 +1,61 @@
+// The notice bar above the conversation, and the plain words for the server's error and notice codes.
+
+import { clone } from "./dom.js";
+import { fill, gettext } from "./i18n.js";
+
+const ERRORS = {
+  BUSY: () => gettext("This conversation is busy: the agent is still answering. Wait for it to finish, or press Stop."),
+  RATE_LIMITED: () => gettext("You are sending messages too fast. Wait a moment and try again."),
+  TOO_LARGE: () => gettext("That is too large to send."),
+  CHECKPOINT_EXPIRED: () =>
+    gettext("This approval request is no longer open: it was already decided, replaced by a newer message, or it expired."),
+  PROVIDER_ERROR: () => gettext("The language model could not answer. Try again in a moment."),
+  AUTH_REQUIRED: () => gettext("You are signed out. Sign in again to continue."),
+  FORBIDDEN: () => gettext("You are not allowed to do that."),
+  NOT_FOUND: () => gettext("That no longer exists in this conversation."),
+};
+
+const NOTICES = {
+  CONTEXT_TRIMMED: () => gettext("Older messages were left out so that the conversation fits what the model can read."),
+  MESSAGE_TRUNCATED: () => gettext("Your message was too long and was shortened."),
+  PROVIDER_RETRY: () => gettext("The model's answer could not be used, so it was asked again."),
+  JOB_WAITING: () => gettext("A slow tool is waiting for the background worker. Is the worker running?"),
+  JOB_RETRIED: () => gettext("The background worker stopped while running a tool, so it runs again."),
+};
+
+/** What an `error` frame says to a person. */
+export function errorText(code, message, refused) {
+  if (refused) return message; // the server's own words say why it closes the socket
+  if (code === "INVALID") return fill(gettext("That was not accepted: %(detail)s"), { detail: message });
+  return (ERRORS[code] || (() => gettext("Something went wrong.")))();
+}
+
+export function noticeText(code) {
+  return NOTICES[code] ? NOTICES[code]() : gettext("Note from the server.");
+}
+
+export const iterationLimitText = () => gettext("The agent stopped: it reached the maximum number of steps for one answer.");
+
+export class Notices {
+  constructor(node) {
+    this.node = node;
+  }
+
+  /** Shows `text` (kind: info or error) once, at the end; at most four at a time. */
+  show(text, kind) {
+    const existing = Array.from(this.node.children).find((item) => item.dataset.text === text);
+    existing?.remove();
+    const item = clone("notice");
+    item.className = `notice notice-${kind}`;
+    item.setAttribute("role", kind === "error" ? "alert" : "status");
+    item.dataset.text = text;
+    item.querySelector("span").textContent = text;
+    item.querySelector(".dismiss").addEventListener("click", () => item.remove());
+    this.node.append(item);
+    while (this.node.children.length > 4) this.node.firstElementChild.remove();
+  }
+
+  clear() {
+    this.node.replaceChildren();
+  }
+}
