@@ -47,7 +47,7 @@ messages: $(VENV)/.installed
 	$(BIN)/python manage.py makemessages -d djangojs -l ru --no-obsolete $(MESSAGES_IGNORE)
 	$(BIN)/python manage.py compile_catalogues
 
-# The benchmarks of SPEC §13 (README "Benchmarks"); BENCH_ARGS passes options, e.g. BENCH_ARGS="--levels 50 --profile".
+# The benchmarks (docs/benchmarks.md); BENCH_ARGS passes options, e.g. BENCH_ARGS="--levels 50 --profile".
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench $(BENCH_ARGS)
 

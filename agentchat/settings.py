@@ -1,4 +1,4 @@
-"""AgentChat settings: everything a deployment changes comes from the environment (SPEC §2)."""
+"""AgentChat settings: everything a deployment changes comes from the environment (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -175,7 +175,7 @@ CONFIRMATION_TTL = timedelta(seconds=env_int("CONFIRMATION_TTL", 24 * 60 * 60))
 # Message frames one user may send per minute, over all their sockets on one process.
 WS_MESSAGES_PER_MINUTE = env_int("WS_MESSAGES_PER_MINUTE", 20)
 
-# --- slow tools as background jobs (README "Slow tools") -------------------------------------------
+# --- slow tools as background jobs (docs/background-jobs.md) -------------------------------------------
 
 # django-tasks with its database backend: the queue is a table, so the default SQLite setup needs no broker.
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["tools"]}}
@@ -184,7 +184,7 @@ JOB_HEARTBEAT_TIMEOUT = timedelta(seconds=env_int("JOB_HEARTBEAT_TIMEOUT", 30))
 # How many times a lost job of a tool that needs no confirmation runs in all; a confirmed call never runs twice.
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 2)
 
-# --- files (tools/documents; README "Files") ------------------------------------------------------
+# --- files (tools/documents; docs/tools.md) ------------------------------------------------------
 
 # 1: a message's images reach the model as image parts (for vision-capable models); 0: as a description.
 LLM_VISION = env_bool("LLM_VISION", False)
@@ -192,7 +192,7 @@ LLM_VISION = env_bool("LLM_VISION", False)
 DOCUMENT_PARSE_TIMEOUT = env_float("DOCUMENT_PARSE_TIMEOUT", 60.0)
 DOCUMENT_PARSE_MEMORY_MB = env_int("DOCUMENT_PARSE_MEMORY_MB", 1024, minimum=128)
 
-# --- HTTP services as tools (tools/http; README "HTTP services as tools") ---------------------------
+# --- HTTP services as tools (tools/http; docs/tools.md) ---------------------------
 
 # A JSON list of services, in a file or inline (not both); read and checked by tools.http at start-up.
 HTTP_SERVICES_FILE = env_str("HTTP_SERVICES_FILE")

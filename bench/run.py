@@ -535,7 +535,7 @@ def _minus(a, b):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ.get
-    parser = argparse.ArgumentParser(prog="python -m bench", description="AgentChat benchmark (SPEC §13).")
+    parser = argparse.ArgumentParser(prog="python -m bench", description="AgentChat benchmark (docs/benchmarks.md).")
     parser.add_argument(
         "--levels",
         default=env("BENCH_LEVELS", "1,50,500"),

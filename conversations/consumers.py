@@ -1,4 +1,4 @@
-"""The chat socket (SPEC §5): frames in → runs; run events out, with nothing missed and nothing twice."""
+"""The chat socket (docs/protocol.md): frames in → runs; run events out, with nothing missed and nothing twice."""
 
 from __future__ import annotations
 

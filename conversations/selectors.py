@@ -18,6 +18,7 @@ from django.utils.crypto import constant_time_compare
 
 from agentchat.agent.providers import ChatMessage, ImagePart
 from tools.documents.context import FileForModel, catalogue, with_files, with_references
+from tools.files import StoredFile
 from tools.registry import Tool, ToolContext
 
 from .models import Attachment, Conversation, Message, PendingConfirmation, ToolJob
@@ -184,6 +185,33 @@ def attachment_for(user, conversation_id, ref: str) -> Attachment | None:
     return found or files.filter(original_name__iexact=ref).order_by("-created_at").first()
 
 
+def stored_file(attachment: Attachment) -> StoredFile:
+    content = attachment.content
+    return StoredFile(
+        id=str(attachment.pk),
+        name=attachment.original_name,
+        kind=attachment.kind,
+        size=attachment.size,
+        meta=attachment.meta,
+        index=attachment.index,
+        open=(lambda: content.open("rb")) if content else None,
+    )
+
+
+class ConversationFiles:
+    """A conversation's files as its tools reach them: only the user's own, looked up when a tool asks."""
+
+    def __init__(self, conversation_id, user):
+        self.conversation_id, self.user = conversation_id, user
+
+    def find(self, ref: str) -> StoredFile | None:
+        found = attachment_for(self.user, self.conversation_id, ref)
+        return stored_file(found) if found else None
+
+    def listed(self, limit: int) -> list[StoredFile]:
+        return [stored_file(found) for found in attachments_for(self.conversation_id, self.user).defer("text")[:limit]]
+
+
 def file_for_model(attachment: Attachment, *, with_text: bool = True) -> FileForModel:
     return FileForModel(
         id=str(attachment.pk),
@@ -276,7 +304,7 @@ def tool_context(conversation: Conversation, user) -> ToolContext:
         user=user,
         conversation_id=str(conversation.pk),
         page_context=last_user_context(conversation),
-        attachments=files_listed(conversation, user),
+        files=ConversationFiles(conversation.pk, user),
     )
 
 

@@ -1,4 +1,4 @@
-"""The pages (SPEC §11): the conversation list and the chat, server-rendered; static/js/chat.js makes them live."""
+"""The pages (docs/pages.md): the conversation list and the chat, server-rendered; static/js/chat.js makes them live."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ LIST_LIMIT = 100
 SIDEBAR_LIMIT = 30
 HISTORY_LIMIT = 500
 TITLE_MAX = 200
-# What the browser accepts before uploading; the server checks the content again (SPEC §9).
+# What the browser accepts before uploading; the server checks the content again (docs/tools.md).
 UPLOAD_MAX_BYTES = 10 * 1024 * 1024
 UPLOAD_EXTENSIONS = [".pdf", ".xlsx", ".csv", ".json", ".png", ".jpg", ".jpeg"]
 

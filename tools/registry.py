@@ -20,20 +20,40 @@ import threading
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agentchat.agent.providers import ToolSchema
-from agentchat.agent.providers.base import ToolExample
+from .files import Files
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30.0
 # A tool allowed to take longer than this runs as a background job, as does one declared `slow`.
 BACKGROUND_AFTER = 30.0
+
+
+class ToolExample(TypedDict):
+    """A typical request for a tool and the arguments it should be called with."""
+
+    request: str
+    args: dict[str, Any]
+
+
+class ToolSchema(TypedDict):
+    """A tool as every provider is told about it: `parameters` is a JSON Schema object.
+
+    `examples`, when the tool declares any, are for small models: the local provider shows the ones most like
+    the request as earlier turns. The openai-compatible provider leaves them out (large models do not need them,
+    and they would cost tokens on every request).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    examples: NotRequired[list[ToolExample]]
 
 
 @dataclass
@@ -43,7 +63,7 @@ class ToolContext:
     user: Any
     conversation_id: str | None = None
     page_context: dict[str, Any] = field(default_factory=dict)
-    attachments: list[Any] = field(default_factory=list)
+    files: Files | None = None
 
 
 class ToolArgumentsError(ValueError):

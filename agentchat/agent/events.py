@@ -1,4 +1,4 @@
-"""What a run yields, in order. Each event knows its frame of the WebSocket protocol (SPEC §5)."""
+"""What a run yields, in order. Each event knows its frame of the WebSocket protocol (docs/protocol.md)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from agentchat.api import ErrorSerializer
+
 from ..markdown import render_markdown
 from ..models import Attachment, Conversation, Message
 
@@ -75,11 +77,6 @@ class ActiveRunSerializer(serializers.Serializer):
     since = serializers.DateTimeField(allow_null=True)
 
 
-class ErrorSerializer(serializers.Serializer):
-    error = serializers.CharField(help_text="A sentence for a person.")
-    code = serializers.CharField(help_text="A machine code: INVALID, AUTH_REQUIRED, NOT_FOUND, …")
-
-
 class ToolCallSerializer(serializers.Serializer):
     id = serializers.CharField(max_length=128)
     name = serializers.CharField(max_length=128)
@@ -87,7 +84,7 @@ class ToolCallSerializer(serializers.Serializer):
 
 
 class AgentChatMessageSerializer(serializers.Serializer):
-    """The shell's ChatMessage, camelCase names and all (seed 000)."""
+    """The shell's ChatMessage, camelCase names and all."""
 
     role = serializers.ChoiceField(choices=["system", "user", "assistant", "tool"])
     content = serializers.CharField(allow_blank=True, trim_whitespace=False)

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ProviderChatParams, get_provider
+from agentchat.api import ErrorSerializer
 from agentchat.errors import ApiError
 from tools.registry import registry
 
@@ -28,7 +29,6 @@ from .serializers import (
     ConversationFilterSerializer,
     ConversationRenameSerializer,
     ConversationSerializer,
-    ErrorSerializer,
     MessageSerializer,
     UnsupportedFileSerializer,
 )

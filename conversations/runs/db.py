@@ -93,7 +93,7 @@ def owned_attachments(conversation, user, ids) -> list:
 # --- a run's steps ---------------------------------------------------------------------------------
 
 
-def _round_inputs(conversation: Conversation, user, registry: ToolRegistry) -> tuple[list, list, str, dict, list]:
+def _round_inputs(conversation: Conversation, user, registry: ToolRegistry) -> tuple[list, list, str, dict]:
     """What a round asks the provider with: the history, the tools the user may use now, the system prompt."""
     history = selectors.provider_history(
         conversation, file_tokens=int(settings.CONTEXT_TOKEN_BUDGET * FILE_SHARE), vision=settings.LLM_VISION
@@ -103,7 +103,7 @@ def _round_inputs(conversation: Conversation, user, registry: ToolRegistry) -> t
     now = selectors.user_as_stored(user.pk)
     tools = registry.permitted(now) if now is not None else []
     prompt = build_system_prompt(context, [files_prompt(files)] if files else [])
-    return history, tools, prompt, context, files
+    return history, tools, prompt, context
 
 
 round_inputs = database_sync_to_async(_round_inputs)

@@ -22,7 +22,7 @@ from agentchat.agent.orchestrator import AgentRun
 from agentchat.agent.providers import Provider, ProviderError
 from tools.registry import Tool, ToolArgumentsError, ToolContext, ToolRegistry
 
-from .. import services
+from .. import selectors, services
 from ..exceptions import AlreadySettled, Busy, CheckpointExpired, Invalid, RateLimited
 from ..models import AuditEvent, Conversation, Message, PendingConfirmation
 from ..ratelimit import SlidingWindow
@@ -218,7 +218,7 @@ class RunManager:
             await recorder.end_message()
             return "awaiting_confirmation", ""
 
-        history, tools, system_prompt, context, files = inputs or await db.round_inputs(
+        history, tools, system_prompt, context = inputs or await db.round_inputs(
             run.conversation, run.user, self.registry
         )
         trimmed = fit_history(history, budget=settings.CONTEXT_TOKEN_BUDGET, system_prompt=system_prompt)
@@ -231,7 +231,10 @@ class RunManager:
             await recorder.end_message()
             return "failed", exc.message
         ctx = ToolContext(
-            user=run.user, conversation_id=str(run.conversation.pk), page_context=context, attachments=files
+            user=run.user,
+            conversation_id=str(run.conversation.pk),
+            page_context=context,
+            files=selectors.ConversationFiles(run.conversation.pk, run.user),
         )
         agent = AgentRun(
             provider=provider,

@@ -1,4 +1,4 @@
-"""Token counting, history trimming and long-message truncation (SPEC §8)."""
+"""Token counting, history trimming and long-message truncation (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from agentchat.agent.context import (
     TRUNCATION_LIMIT,
     TRUNCATION_SUFFIX,
     Trimmed,
-    count_tokens,
     fit_history,
     marker_message,
     message_tokens,
     truncate_message,
 )
 from agentchat.agent.providers import ChatMessage
+from agentchat.tokens import count_tokens
 
 
 def user(text: str) -> ChatMessage:
@@ -60,7 +60,7 @@ def refuse(*args, **kwargs):
 socket.socket.connect = refuse
 socket.create_connection = refuse
 
-from agentchat.agent.context import count_tokens
+from agentchat.tokens import count_tokens
 
 print(count_tokens("hello world"))
 """

@@ -1,5 +1,5 @@
-"""AgentRun with the real OpenAICompatibleProvider against the fake server (seed 000: Orchestrator, Tool Argument
-Validation, Max Iteration Guard; SPEC §6, §7, §10)."""
+"""AgentRun with the real OpenAICompatibleProvider against the fake server (the loop, tool
+argument validation, the round limit)."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def tool_messages(request) -> list[dict]:
     return [message for message in request.messages if message["role"] == "tool"]
 
 
-# --- seed 000: Orchestrator Shell --------------------------------------------------------------------
+# --- the loop --------------------------------------------------------------------
 
 
 async def test_happy_path_without_tool_calls(provider, registry, transcribe, fake_llm):
@@ -239,7 +239,7 @@ async def test_a_tool_that_raises_becomes_a_tool_error_and_the_loop_goes_on(prov
     assert "codec not supported" in tool["content"]
 
 
-# --- seed 000: Tool Argument Validation --------------------------------------------------------------
+# --- tool argument validation --------------------------------------------------------------
 
 
 @pytest.mark.parametrize("args", [{}, {"assetId": 123}], ids=["missing", "mistyped"])
@@ -274,7 +274,7 @@ async def test_no_required_parameters_and_empty_arguments_runs(provider, registr
     assert events[-1].status == "completed"
 
 
-# --- seed 000: Max Iteration Guard -------------------------------------------------------------------
+# --- the round limit -------------------------------------------------------------------
 
 
 async def test_the_cap_stops_the_run_after_eight_rounds(provider, registry, transcribe, calls, fake_llm):

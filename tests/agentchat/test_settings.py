@@ -1,4 +1,4 @@
-"""agentchat/settings.py read fresh under a patched environment (SPEC §2)."""
+"""agentchat/settings.py read fresh under a patched environment (docs/operations.md)."""
 
 from __future__ import annotations
 

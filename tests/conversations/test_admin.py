@@ -1,4 +1,4 @@
-"""Django admin (SPEC §11): conversations, confirmations, attachments and the read-only audit log."""
+"""Django admin (docs/pages.md): conversations, confirmations, attachments and the read-only audit log."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""POST /api/agent/chat: the shell's one-turn contract (seed 000, SPEC §4)."""
+"""POST /api/agent/chat: the shell's one-turn contract."""
 
 from __future__ import annotations
 

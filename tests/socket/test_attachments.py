@@ -1,5 +1,5 @@
 """Attachments end to end: uploaded over HTTP, sent with a message frame through the real socket, seen by the fake
-provider, and read by the document tools the scripted model calls (story 6, SPEC §9)."""
+provider, and read by the document tools the scripted model calls (docs/tools.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §5 on the way in: who may open a chat socket, and what a socket may send.
+"""The chat socket on the way in: who may open a chat socket, and what a socket may send.
 
 Every socket goes through the real ASGI application (origin check → auth middleware → router → consumer).
 """

@@ -1,4 +1,4 @@
-"""Slow tools as background jobs (issue 8): the real socket and run manager here, the real worker in its own process.
+"""Slow tools as background jobs: the real socket and run manager here, the real worker in its own process.
 
 The tools (tests/background_tools.py) run only in the worker processes these tests start; each holds until
 the test opens its gate, so a test can close the page, kill the worker or press Stop while the job runs.

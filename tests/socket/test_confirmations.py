@@ -1,4 +1,5 @@
-"""SPEC §7 over the real socket: a dangerous tool waits for its owner's one decision, from any tab, after a restart."""
+"""Confirmations over the real socket: a dangerous tool waits for its owner's one decision, from any tab, after a
+restart."""
 
 from __future__ import annotations
 
@@ -574,7 +575,7 @@ async def test_two_dangerous_calls_of_one_round_each_wait_for_their_own_decision
 
 
 async def test_an_approved_tool_is_called_like_any_other_tool_of_the_run(llm, tools, sockets, conversation, alice):
-    """The page context of the message reaches every tool (SPEC §5), the confirmed one included."""
+    """The page context of the message reaches every tool (docs/protocol.md), the confirmed one included."""
     socket = await sockets(conversation, alice)
     page = {"focus": {"type": "dashboard", "id": 7}}
     confirm, _ = await ask_for_deploy(llm, socket, context=page)
@@ -596,7 +597,7 @@ def set_permission(user, codename: str, *, granted: bool) -> None:
 
 
 async def test_a_permission_withdrawn_before_the_decision_is_enforced(llm, tools, sockets, conversation, alice):
-    """A user never runs a tool they lack the permission for (SPEC §10): checked when the tool runs, not only asked."""
+    """A user never runs a tool they lack the permission for: checked when the tool runs, not only asked."""
     await set_permission(alice, "delete_group", granted=True)
     socket = await sockets(conversation, alice)
     llm.script(Reply(tool_calls=[("drop_dashboard", {"dashboard_id": 7}, "call_drop")]), Reply(text="I may not."))

@@ -1,8 +1,7 @@
-"""The seed's dashboard stories over the real socket, with the real dashboard tools on the global registry.
+"""The dashboard toolset over the real socket, with the real dashboard tools on the global registry.
 
 The fake provider plays the model: it is scripted to call the tools a model would, and each test checks
-what the tools really did, what reached the page, and what the provider was sent next (stories 2 and 4,
-FR-007/008, SC-003/004).
+what the tools really did, what reached the page, and what the provider was sent next.
 """
 
 from __future__ import annotations
@@ -98,10 +97,10 @@ def audits(conversation, kind: str) -> list[AuditEvent]:
     return list(AuditEvent.objects.filter(conversation=conversation, kind=kind).order_by("id"))
 
 
-# --- story 2: the agent picks the tools ------------------------------------------------------------
+# --- dashboards with problems: the agent picks the tools ------------------------------------------------------------
 
 
-async def test_story_2_dashboards_with_validation_problems(llm, sockets, conversation, alice, catalogue):
+async def test_dashboards_with_validation_problems_in_russian(llm, sockets, conversation, alice, catalogue):
     answer = "22 дашборда с проблемами. У №7 ошибка: пропал датасет support.tickets. У №42 только предупреждения."
     llm.script(
         Reply(tool_calls=[("search_dashboards", {"has_validation_problems": True}, "call_search")]),
@@ -147,10 +146,10 @@ async def test_story_2_dashboards_with_validation_problems(llm, sockets, convers
     assert (stored.content, stored.status) == (answer, Message.Status.COMPLETE)
 
 
-# --- story 4: "него" is dashboard 42 --------------------------------------------------------------
+# --- a follow-up: "него" is dashboard 42 --------------------------------------------------------------
 
 
-async def test_story_4_a_branch_for_the_dashboard_shown_before(llm, sockets, conversation, alice, catalogue):
+async def test_a_branch_for_the_dashboard_shown_before(llm, sockets, conversation, alice, catalogue):
     socket = await sockets(conversation, alice)
     llm.script(
         Reply(tool_calls=[("dashboard_health", {"dashboard_id": 42}, "call_show")]),
@@ -178,7 +177,7 @@ async def test_story_4_a_branch_for_the_dashboard_shown_before(llm, sockets, con
     assert tool_result_sent(llm.requests[2], "call_show")["title"] == "Воронка продаж по регионам"
 
 
-# --- deployment waits for its owner (SC-003) -------------------------------------------------------
+# --- deployment waits for its owner -------------------------------------------------------
 
 
 async def ask_to_deploy_42(llm, socket) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -286,7 +285,7 @@ async def test_the_other_dangerous_tools_wait_too(llm, sockets, conversation, al
         assert await rows(Change, dashboard_id=42, branch="main", commit__isnull=True) == []
 
 
-# --- RBAC (SC-004) ---------------------------------------------------------------------------------
+# --- each user's own tools ---------------------------------------------------------------------------------
 
 
 async def test_each_user_is_offered_only_their_tools(

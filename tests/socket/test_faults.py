@@ -1,5 +1,5 @@
-"""Faults during a run (issue 8): what a person sees when Redis restarts, PostgreSQL goes away for a while, or the
-provider stalls, fails or cuts its stream (SPEC §5, §6, §12).
+"""Faults during a run: what a person sees when Redis restarts, PostgreSQL goes away for a while, or the
+provider stalls, fails or cuts its stream.
 
 The Redis and PostgreSQL faults are real: a private redis-server that the test kills and starts again (never
 the shared one), and a TCP proxy in front of PostgreSQL that the test cuts. They need real daphne processes on
@@ -272,7 +272,7 @@ async def test_postgres_unreachable_for_five_seconds_mid_run(
         database_proxy.restore()
     finished_after = time.monotonic() - cut_at
 
-    # SPEC §5/§6: the run fails, the person is told, and it says so only once its answer is safely stored.
+    # The run fails, the person is told, and it says so only once its answer is safely stored.
     errors = of_type(frames, "error")
     assert len(errors) == 1 and errors[0]["code"] == "PROVIDER_ERROR", frames
     assert frames[-1]["status"] == "failed", frames
@@ -368,7 +368,7 @@ async def test_a_run_that_outlives_a_database_outage_completes_and_keeps_its_gat
     assert len(fake_llm.requests) == 1
 
 
-# --- the provider stalls, fails or cuts its stream (SPEC §6) -----------------------------------------
+# --- the provider stalls, fails or cuts its stream --------------------------------------------------
 # A stream cut after some text is tested in test_runs.py (test_provider_failures_fail_the_run_and_keep_the_text).
 
 

@@ -1,4 +1,4 @@
-"""Scale-out (SPEC §12): several daphne processes on PostgreSQL + Redis, real sockets over TCP.
+"""Scale-out (docs/operations.md): several daphne processes on PostgreSQL + Redis, real sockets over TCP.
 
 Each test starts its own daphne processes (tests/servers.py) against the test database and Redis, with
 the fake provider as LLM, and talks to them as a browser would: first-frame JWT, origin header, HTTP
@@ -176,7 +176,7 @@ async def test_a_process_killed_mid_run_leaves_the_conversation_usable_from_anot
         assert time.monotonic() - killed < HEARTBEAT + 3, "the dead run's gate never lapsed"
         await asyncio.sleep(0.2)
     assert not await active_here(conversation)
-    # What a page loaded now shows of the killed run's answer (SPEC §12: interrupted once the heartbeat lapses).
+    # What a page loaded now shows of the killed run's answer: interrupted once the heartbeat lapses.
     shown = (await asyncio.to_thread(b.get_json, history_path(conversation), token))["results"]
 
     # Usable again from process B: a new message is accepted and answered.

@@ -1,4 +1,4 @@
-"""Runs over the chat socket, end to end: real ASGI app, real run manager, fake provider (SPEC §3, §5, §6, §8).
+"""Runs over the chat socket, end to end: real ASGI app, real run manager, fake provider.
 
 Every test asserts both what the sockets receive and what the database keeps, and waits for `run_finished`
 (and for the run's task to end) so that no run outlives its test.

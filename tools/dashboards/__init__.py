@@ -1,1 +1,1 @@
-"""The dashboards toolset: a catalogue of BI dashboards the agent searches, inspects and changes (SPEC §10)."""
+"""The dashboards toolset: a catalogue of BI dashboards the agent searches, inspects and changes (docs/tools.md)."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentchat.agent.context import clip_to_tokens, count_tokens
+from agentchat.tokens import clip_to_tokens, count_tokens
 
 LABELS = {"pdf": "PDF", "xlsx": "XLSX workbook", "csv": "CSV table", "json": "JSON", "png": "PNG", "jpeg": "JPEG"}
 TABLE_KINDS = {"xlsx", "csv"}

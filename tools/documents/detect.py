@@ -50,7 +50,7 @@ CLAIMED = {
 
 def detect(path: str, name: str = "") -> str:
     """The kind of the file at `path`: UnsupportedFormat (415) when it is none of ours, Unreadable (422) when
-    its `name` claims one of ours and its content is something else (SPEC §4)."""
+    its `name` claims one of ours and its content is something else (docs/http-api.md)."""
     try:
         return _detect(path)
     except UnsupportedFormat as error:

@@ -1,4 +1,4 @@
-"""How much of a file is accepted, read and shown. The numbers the README's "Files" section quotes."""
+"""How much of a file is accepted, read and shown. The numbers docs/tools.md quotes."""
 
 from __future__ import annotations
 

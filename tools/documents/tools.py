@@ -14,13 +14,12 @@ from typing import Any
 from django.conf import settings
 from pydantic import Field
 
-from conversations import selectors
-from conversations.models import Attachment
+from tools.files import StoredFile
 from tools.registry import ToolArgs, ToolContext, registry
 
 from . import tables
 from .content import ContentReader, Part
-from .context import describe
+from .context import FileForModel, describe
 
 MAX_ROWS = 200
 MAX_MATCHES = 50
@@ -48,30 +47,31 @@ Sheet = Field(
 )
 
 
-def _attachment(ctx: ToolContext, ref: str) -> Attachment:
-    attachment = selectors.attachment_for(ctx.user, ctx.conversation_id, ref) if ctx.conversation_id else None
-    if attachment is None:
-        names = [
-            f'"{item.original_name}" (id {item.pk})'
-            for item in selectors.attachments_for(ctx.conversation_id, ctx.user).only("pk", "original_name")[:10]
-        ]
+IMAGES = {"png", "jpeg"}
+TABLES = {"xlsx", "csv"}
+
+
+def _file(ctx: ToolContext, ref: str) -> StoredFile:
+    found = ctx.files.find(ref) if ctx.files is not None else None
+    if found is None:
+        names = [f'"{item.name}" (id {item.id})' for item in ctx.files.listed(10)] if ctx.files is not None else []
         listed = f" The files here are: {', '.join(names)}." if names else " No file is attached to this conversation."
         raise DocumentToolError(f"There is no attached file {ref!r} in this conversation.{listed}")
-    return attachment
+    return found
 
 
 @contextmanager
-def _reader(attachment: Attachment) -> Iterator[ContentReader]:
-    if not attachment.content:
-        raise DocumentToolError(f"{attachment.original_name} has no readable content.")
-    with attachment.content.open("rb") as source:
-        yield ContentReader(source, attachment.index)
+def _reader(file: StoredFile) -> Iterator[ContentReader]:
+    if file.open is None:
+        raise DocumentToolError(f"{file.name} has no readable content.")
+    with file.open() as source:
+        yield ContentReader(source, file.index)
 
 
-def _part(reader: ContentReader, attachment: Attachment, sheet: str | None) -> Part:
+def _part(reader: ContentReader, file: StoredFile, sheet: str | None) -> Part:
     parts = reader.parts
     if not parts:
-        raise DocumentToolError(f"{attachment.original_name} has no readable content.")
+        raise DocumentToolError(f"{file.name} has no readable content.")
     if not sheet:
         return parts[0]
     wanted = sheet.strip()
@@ -81,12 +81,12 @@ def _part(reader: ContentReader, attachment: Attachment, sheet: str | None) -> P
     if wanted.isdigit() and 1 <= int(wanted) <= len(parts):
         return parts[int(wanted) - 1]
     names = ", ".join(f'"{part["name"]}"' for part in parts)
-    raise DocumentToolError(f"There is no sheet {sheet!r} in {attachment.original_name}. Its sheets: {names}.")
+    raise DocumentToolError(f"There is no sheet {sheet!r} in {file.name}. Its sheets: {names}.")
 
 
-def _image_answer(attachment: Attachment) -> str:
-    description = describe(selectors.file_for_model(attachment, with_text=False))
-    return f"{attachment.original_name} is an image ({description}); it holds no text to read or search."
+def _image_answer(file: StoredFile) -> str:
+    description = describe(FileForModel(id=file.id, name=file.name, kind=file.kind, size=file.size, meta=file.meta))
+    return f"{file.name} is an image ({description}); it holds no text to read or search."
 
 
 # --- read_document ---------------------------------------------------------------------------------
@@ -106,24 +106,24 @@ def read_document(args: ReadArgs, ctx: ToolContext) -> str:
     """Read part of an attached file: pages of a PDF, rows of a spreadsheet sheet or CSV, or lines of a JSON file.
 
     Use it when the text shown with the message was cut, or to look at a page or row the user names."""
-    attachment = _attachment(ctx, args.attachment_id)
-    if attachment.kind in {Attachment.Kind.PNG, Attachment.Kind.JPEG}:
-        return _image_answer(attachment)
+    file = _file(ctx, args.attachment_id)
+    if file.kind in IMAGES:
+        return _image_answer(file)
     limit = output_limit()
-    with _reader(attachment) as reader:
-        part = _part(reader, attachment, args.sheet)
+    with _reader(file) as reader:
+        part = _part(reader, file, args.sheet)
         if args.end is not None and args.end < args.start:
             raise DocumentToolError("end must not be before start.")
         if "columns" in part:
-            return _read_rows(reader, part, attachment, args, limit)
-        return _read_text(reader, part, attachment, args, limit)
+            return _read_rows(reader, part, file, args, limit)
+        return _read_text(reader, part, file, args, limit)
 
 
-def _read_text(reader: ContentReader, part: Part, attachment: Attachment, args: ReadArgs, limit: int) -> str:
-    unit = "page" if attachment.kind == Attachment.Kind.PDF else "line"
+def _read_text(reader: ContentReader, part: Part, file: StoredFile, args: ReadArgs, limit: int) -> str:
+    unit = "page" if file.kind == "pdf" else "line"
     total = part["last"]
     if args.start > total:
-        raise DocumentToolError(f"{attachment.original_name} has {total:,} {unit}s; start is past the end.")
+        raise DocumentToolError(f"{file.name} has {total:,} {unit}s; start is past the end.")
     blocks: list[str] = []
     size = 0
     last = args.start - 1
@@ -137,12 +137,12 @@ def _read_text(reader: ContentReader, part: Part, attachment: Attachment, args: 
         size += len(block) + 1
         last = number
     wanted_end = min(args.end or total, total)
-    head = f"{attachment.original_name}, {unit}s {args.start}–{last} of {total:,}:"
+    head = f"{file.name}, {unit}s {args.start}–{last} of {total:,}:"
     tail = f"\n[Continue with start={last + 1}.]" if last < wanted_end else ""
     return head + "\n" + "\n".join(blocks) + tail
 
 
-def _read_rows(reader: ContentReader, part: Part, attachment: Attachment, args: ReadArgs, limit: int) -> str:
+def _read_rows(reader: ContentReader, part: Part, file: StoredFile, args: ReadArgs, limit: int) -> str:
     columns = part["columns"]
     header_row = part.get("header_row", 1)
     rows = []
@@ -153,11 +153,7 @@ def _read_rows(reader: ContentReader, part: Part, attachment: Attachment, args: 
             break
         rows.append([number, *cells])
         size += line
-    where = (
-        f'sheet "{part["name"]}" of {attachment.original_name}'
-        if attachment.kind == "xlsx"
-        else attachment.original_name
-    )
+    where = f'sheet "{part["name"]}" of {file.name}' if file.kind == "xlsx" else file.name
     if not rows:
         return f"No rows from row {args.start} in {where} (its data rows are {part['first']}–{part['last']})."
     last = rows[-1][0]
@@ -202,14 +198,14 @@ def _snippet(text: str, query: str, width: int = 160) -> str:
 def search_document(args: SearchArgs, ctx: ToolContext) -> str:
     """Find words in an attached file. Each match says where it is: the page (PDF), the sheet and row (XLSX/CSV)
     or the line (JSON), with the text around it."""
-    attachment = _attachment(ctx, args.attachment_id)
-    if attachment.kind in {Attachment.Kind.PNG, Attachment.Kind.JPEG}:
-        return _image_answer(attachment)
+    file = _file(ctx, args.attachment_id)
+    if file.kind in IMAGES:
+        return _image_answer(file)
     found = _matcher(args.query)
     matches: list[str] = []
     total = 0
-    with _reader(attachment) as reader:
-        parts = [_part(reader, attachment, args.sheet)] if args.sheet else reader.parts
+    with _reader(file) as reader:
+        parts = [_part(reader, file, args.sheet)] if args.sheet else reader.parts
         for part in parts:
             for number, value in reader.units(part):
                 if "columns" in part:
@@ -221,20 +217,20 @@ def search_document(args: SearchArgs, ctx: ToolContext) -> str:
                         pairs = "; ".join(
                             f"{name}: {cell}" for name, cell in zip(part["columns"], cells, strict=False) if cell
                         )
-                        where = f'sheet "{part["name"]}", ' if attachment.kind == "xlsx" else ""
+                        where = f'sheet "{part["name"]}", ' if file.kind == "xlsx" else ""
                         matches.append(f"- {where}row {number}: {pairs[:400]}")
                     continue
-                for line in str(value).splitlines() if attachment.kind == "pdf" else [str(value)]:
+                for line in str(value).splitlines() if file.kind == "pdf" else [str(value)]:
                     if found(line):
                         total += 1
                         if len(matches) < args.limit:
-                            unit = "page" if attachment.kind == "pdf" else "line"
+                            unit = "page" if file.kind == "pdf" else "line"
                             matches.append(f"- {unit} {number}: {_snippet(line, args.query)}")
     if not total:
-        return f"No match for {args.query!r} in {attachment.original_name}."
+        return f"No match for {args.query!r} in {file.name}."
     shown = "\n".join(matches)
     more = f"\n[{total - len(matches):,} more matches are not shown.]" if total > len(matches) else ""
-    answer = f"{total:,} matches for {args.query!r} in {attachment.original_name}:\n{shown}{more}"
+    answer = f"{total:,} matches for {args.query!r} in {file.name}:\n{shown}{more}"
     return answer[: output_limit()]
 
 
@@ -275,11 +271,10 @@ def query_table(args: QueryArgs, ctx: ToolContext) -> str:
 
     Examples: rows where Amount > 1000; count rows per Region; sum(Amount) grouped by Region; the row whose
     _row is 5000 (rows are numbered as a spreadsheet shows them, the header being row 1)."""
-    attachment = _attachment(ctx, args.attachment_id)
-    if attachment.kind not in {Attachment.Kind.XLSX, Attachment.Kind.CSV}:
+    file = _file(ctx, args.attachment_id)
+    if file.kind not in TABLES:
         raise DocumentToolError(
-            f"{attachment.original_name} is a {attachment.kind.upper()}, not a table; use read_document or "
-            "search_document."
+            f"{file.name} is a {file.kind.upper()}, not a table; use read_document or search_document."
         )
     query = tables.Query(
         filters=[tables.Condition(item.column, item.op, item.value) for item in args.filters],
@@ -291,21 +286,17 @@ def query_table(args: QueryArgs, ctx: ToolContext) -> str:
         limit=args.limit,
         offset=args.offset,
     )
-    with _reader(attachment) as reader:
-        part = _part(reader, attachment, args.sheet)
+    with _reader(file) as reader:
+        part = _part(reader, file, args.sheet)
         try:
             result = tables.run(reader.units(part), part["columns"], query)
         except tables.QueryError as exc:
             raise DocumentToolError(str(exc)) from None
-    return _table_answer(attachment, part, result)
+    return _table_answer(file, part, result)
 
 
-def _table_answer(attachment: Attachment, part: Part, result: dict[str, Any]) -> str:
-    where = (
-        f'sheet "{part["name"]}" of {attachment.original_name}'
-        if attachment.kind == "xlsx"
-        else attachment.original_name
-    )
+def _table_answer(file: StoredFile, part: Part, result: dict[str, Any]) -> str:
+    where = f'sheet "{part["name"]}" of {file.name}' if file.kind == "xlsx" else file.name
     rows = result["rows"]
     if "groups" in result:
         head = f"{where}: {result['groups']:,} groups."

@@ -10,7 +10,7 @@ from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from conversations.api.serializers import ErrorSerializer
+from agentchat.api import ErrorSerializer
 
 from .config import Service
 from .models import ISSUE_SERVICE_TOKEN

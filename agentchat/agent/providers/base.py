@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
+from tools.registry import ToolSchema
+
 
 class ToolCall(TypedDict):
     id: str
@@ -31,27 +33,6 @@ class ChatMessage(TypedDict):
     tool_call_id: NotRequired[str]
     name: NotRequired[str]
     images: NotRequired[list[ImagePart]]
-
-
-class ToolExample(TypedDict):
-    """A typical request for a tool and the arguments it should be called with."""
-
-    request: str
-    args: dict[str, Any]
-
-
-class ToolSchema(TypedDict):
-    """A tool as every provider is told about it: `parameters` is a JSON Schema object.
-
-    `examples`, when the tool declares any, are for small models: the local provider shows the ones most like
-    the request as earlier turns. The openai-compatible provider leaves them out (large models do not need them,
-    and they would cost tokens on every request).
-    """
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    examples: NotRequired[list[ToolExample]]
 
 
 @dataclass(frozen=True)

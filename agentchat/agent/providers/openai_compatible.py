@@ -88,7 +88,7 @@ MALFORMED = (ValueError, AttributeError, TypeError, KeyError)
 def _provider_error(exc: Exception, *, text_seen: bool) -> ProviderError:
     """Words safe to show: the status and kind of failure, never the body (it may quote the key back).
 
-    Once the person has seen text, nothing is retried: the run ends with that text kept (SPEC §6).
+    Once the person has seen text, nothing is retried: the run ends with that text kept (docs/architecture.md).
     """
     error = _classify(exc)
     if text_seen:
@@ -169,7 +169,7 @@ class OpenAICompatibleProvider:
         finish_reason = None
         async with self._errors(text):
             # The SDK's transport, SSE decoding and errors, but each chunk as the plain JSON it is: building a typed
-            # object per chunk took a third of a busy process's time (README "Benchmarks"). A chunk of the wrong
+            # object per chunk took a third of a busy process's time (docs/benchmarks.md). A chunk of the wrong
             # shape raises one of MALFORMED, as a typed one would.
             stream = await self.client.post(
                 "/chat/completions",

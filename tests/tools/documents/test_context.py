@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentchat.agent.context import clip_to_tokens, count_tokens, message_tokens
+from agentchat.agent.context import message_tokens
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers.local import to_chatml_messages
 from agentchat.agent.providers.openai_compatible import to_wire_messages
+from agentchat.tokens import clip_to_tokens, count_tokens
 from conversations import selectors, services
 from conversations.models import Message
 from tools.documents.context import FileForModel, describe, files_prompt, with_files, with_references

@@ -1,5 +1,5 @@
 """Hostile and broken files: each gets its defined answer, is not kept, is audited, and the server answers the
-next request right after (SPEC §9, SC-007)."""
+next request right after (docs/tools.md)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conversations import services
+from conversations.selectors import ConversationFiles
 from tools.documents.tools import DocumentToolError
 from tools.registry import ToolContext, registry
 
@@ -24,7 +25,9 @@ def call(name: str, ctx: ToolContext, **args):
 
 @pytest.fixture
 def ctx(alice, conversation) -> ToolContext:
-    return ToolContext(user=alice, conversation_id=str(conversation.pk))
+    return ToolContext(
+        user=alice, conversation_id=str(conversation.pk), files=ConversationFiles(conversation.pk, alice)
+    )
 
 
 def test_the_tools_are_registered_for_everyone(alice):
@@ -128,7 +131,9 @@ def test_other_peoples_and_other_conversations_files_are_out_of_reach(ctx, conve
     for attachment in (mine_elsewhere, bobs):
         with pytest.raises(DocumentToolError, match="no attached file"):
             call("read_document", ctx, attachment_id=str(attachment.pk))
-    bob_in_alices_chat = ToolContext(user=bob, conversation_id=str(conversation.pk))
+    bob_in_alices_chat = ToolContext(
+        user=bob, conversation_id=str(conversation.pk), files=ConversationFiles(conversation.pk, bob)
+    )
     attach(conversation, "alice.csv", samples.csv_bytes([("a", "b"), (1, 2)]))
     with pytest.raises(DocumentToolError, match="No file is attached"):
         call("read_document", bob_in_alices_chat, attachment_id="alice.csv")

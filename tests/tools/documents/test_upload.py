@@ -1,4 +1,4 @@
-"""POST /api/assistant/conversations/{id}/attachments/: each supported format read, stored, audited (SPEC §4, §9)."""
+"""POST /api/assistant/conversations/{id}/attachments/: each supported format read, stored, audited."""
 
 from __future__ import annotations
 

@@ -1,0 +1,29 @@
+"""The conversation's files as tools reach them: through the tool context, never by importing the app that
+stores them. The conversations app gives each call a `Files` of the user's own files in that conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Protocol
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    id: str
+    name: str
+    kind: str  # pdf, xlsx, csv, json, png or jpeg
+    size: int
+    meta: dict[str, Any] = field(default_factory=dict)
+    # Where each page, sheet and row starts in the content the document tools read.
+    index: dict[str, Any] = field(default_factory=dict)
+    # Opens that content (pages, rows or lines as JSON Lines; an image's copy); None when there is none.
+    open: Callable[[], BinaryIO] | None = None
+
+
+class Files(Protocol):
+    def find(self, ref: str) -> StoredFile | None:
+        """A file by its id or, failing that, by its name (the newest of that name)."""
+
+    def listed(self, limit: int) -> list[StoredFile]:
+        """The newest files, at most `limit`."""
