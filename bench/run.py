@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import datetime as dt
 import json
 import os
@@ -22,347 +21,28 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
-from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
 
-from .checks import Integrity, check_stream, percentile
-from .fake_provider import DEFAULT_TOKENS, add_pace_arguments, prompt
+from .checks import Integrity
+from .clients import Api, agentchat_stream, close_sockets, direct_stream, not_opened, open_sockets
+from .fake_provider import DEFAULT_TOKENS, add_pace_arguments
+from .measures import difference, idle_sockets, settled_writes, summarize, total_writes
 from .report import chart, hot_spots, machine, render, shown, targets
-from .stack import BENCH_USER, MemorySampler, Profile, Server, Stack, cpu_seconds, log, rss_kb, start_stack
+from .stack import MemorySampler, Profile, Stack, cpu_seconds, log, rss_kb, start_stack
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-FLUSH_INTERVAL = 0.3  # conversations/runs.py: the answer is written at most this often while it streams
+# The target for database writes: at most one per this many seconds of streaming, plus five, per run.
+WRITES_TARGET_INTERVAL = 0.3
 
 
 # --- the clients -----------------------------------------------------------------------------------
 
 
-@dataclass
-class StreamResult:
-    sent: float = 0.0  # perf_counter when the request went out
-    echo: float | None = None  # AgentChat: the user's message stored and echoed
-    run_started: float | None = None
-    first_token: float | None = None
-    last_token: float | None = None
-    finished: float | None = None
-    tokens_text: list[str] = field(default_factory=list)
-    frames: int = 0
-    seqs: list[int] = field(default_factory=list)
-    status: str = ""
-    error: str = ""
-    integrity: Integrity | None = None
-
-    @property
-    def ttft(self) -> float | None:
-        return None if self.first_token is None else self.first_token - self.sent
-
-    @property
-    def streaming(self) -> float:
-        if self.first_token is None or self.finished is None:
-            return 0.0
-        return self.finished - self.first_token
-
-
-class Api:
-    """The REST API of one server, as the bench user."""
-
-    def __init__(self, server: Server, password: str):
-        self.server = server
-        self.password = password
-        self.client = httpx.AsyncClient(base_url=server.http_url, timeout=60)
-        self.token = ""
-
-    async def sign_in(self) -> str:
-        response = await self.client.post("/api/auth/token/", json={"username": BENCH_USER, "password": self.password})
-        response.raise_for_status()
-        self.token = response.json()["access"]
-        return self.token
-
-    async def conversations(self, count: int, label: str, parallel: int = 8) -> list[str]:
-        gate = asyncio.Semaphore(parallel)
-        headers = {"Authorization": f"Bearer {self.token}"}
-
-        async def one(index: int) -> str:
-            async with gate:
-                response = await self.client.post(
-                    "/api/assistant/conversations/", json={"title": f"bench {label} {index}"}, headers=headers
-                )
-                response.raise_for_status()
-                return response.json()["id"]
-
-        return await asyncio.gather(*(one(index) for index in range(count)))
-
-    async def close(self) -> None:
-        await self.client.aclose()
-
-
-async def open_socket(server: Server, conversation_id: str, token: str, timeout: float = 60):
-    """A chat socket, authenticated by its first frame, after its `ready`."""
-    ws = await connect(
-        server.ws_url(f"/ws/chat/{conversation_id}/"), open_timeout=timeout, max_size=2**22, ping_interval=None
-    )
-    try:
-        await ws.send(json.dumps({"type": "auth", "token": token}))
-        async with asyncio.timeout(timeout):
-            while True:
-                frame = json.loads(await ws.recv())
-                if frame["type"] == "ready":
-                    return ws
-                if frame["type"] == "error":
-                    raise RuntimeError(f"socket refused: {frame}")
-    except BaseException:
-        await ws.close()
-        raise
-
-
-async def open_sockets(
-    servers: list[Server], conversations: list[str], token: str, parallel: int = 50, tolerate: bool = False
-) -> list:
-    """Sockets to the conversations, spread over the servers, `parallel` handshakes at a time.
-
-    With `tolerate`, a socket that did not open is its exception in the list; otherwise the others are
-    closed and the first failure raised.
-    """
-    gate = asyncio.Semaphore(parallel)
-
-    async def one(index: int):
-        async with gate:
-            return await open_socket(servers[index % len(servers)], conversations[index], token)
-
-    results = await asyncio.gather(*(one(index) for index in range(len(conversations))), return_exceptions=True)
-    failed = [result for result in results if isinstance(result, BaseException)]
-    if failed and not tolerate:
-        await close_sockets([result for result in results if not isinstance(result, BaseException)])
-        raise RuntimeError(f"{len(failed)} of {len(results)} sockets did not open: {failed[0]!r}")
-    return results
-
-
-async def close_sockets(sockets: list, parallel: int = 50) -> None:
-    """Close, `parallel` at a time: the bench measures streams, not a storm of disconnections."""
-    gate = asyncio.Semaphore(parallel)
-
-    async def one(ws) -> None:
-        async with gate:
-            with contextlib.suppress(ConnectionClosed, OSError, TimeoutError):
-                await asyncio.wait_for(ws.close(), 5)
-
-    await asyncio.gather(*(one(ws) for ws in sockets if not isinstance(ws, BaseException)))
-
-
-async def not_opened(error: BaseException, tag: str, count: int) -> StreamResult:
-    result = StreamResult(error=f"the socket did not open: {error!r}"[:300])
-    result.integrity = check_stream("", tag, count)
-    return result
-
-
-async def agentchat_stream(ws, tag: str, count: int, start: asyncio.Event, timeout: float) -> StreamResult:
-    result = StreamResult()
-    run_id = None
-    await start.wait()
-    try:
-        async with asyncio.timeout(timeout):
-            result.sent = time.perf_counter()
-            await ws.send(json.dumps({"type": "message", "content": prompt(tag, count), "client_id": tag}))
-            while True:
-                raw = await ws.recv()
-                now = time.perf_counter()
-                frame = json.loads(raw)
-                result.frames += 1
-                kind = frame.get("type")
-                if "seq" in frame:
-                    run_id = run_id or frame.get("run_id")
-                    if frame.get("run_id") == run_id:
-                        result.seqs.append(frame["seq"])
-                    else:
-                        result.error = f"a frame of another run arrived: {frame.get('run_id')}"
-                if kind == "message" and result.echo is None:
-                    result.echo = now
-                elif kind == "run_started":
-                    result.run_started = now
-                if kind == "token":
-                    if result.first_token is None:
-                        result.first_token = now
-                    result.last_token = now
-                    result.tokens_text.append(frame["delta"])
-                elif kind == "error":
-                    result.error = f"{frame.get('code')}: {frame.get('message')}"
-                elif kind == "run_finished":
-                    result.finished = now
-                    result.status = frame.get("status", "")
-                    break
-    except TimeoutError:
-        result.error = result.error or f"no run_finished within {timeout:g} s"
-    except ConnectionClosed as exc:
-        result.error = f"socket closed: {exc}"
-    result.integrity = check_stream("".join(result.tokens_text), tag, count, result.seqs)
-    return result
-
-
-async def direct_stream(client: openai.AsyncOpenAI, tag: str, count: int, start: asyncio.Event, timeout: float):
-    result = StreamResult()
-    await start.wait()
-    try:
-        async with asyncio.timeout(timeout):
-            result.sent = time.perf_counter()
-            stream = await client.chat.completions.create(
-                model="bench-model", messages=[{"role": "user", "content": prompt(tag, count)}], stream=True
-            )
-            async for chunk in stream:
-                now = time.perf_counter()
-                result.frames += 1
-                if chunk.choices and chunk.choices[0].delta.content:
-                    if result.first_token is None:
-                        result.first_token = now
-                    result.last_token = now
-                    result.tokens_text.append(chunk.choices[0].delta.content)
-                if chunk.choices and chunk.choices[0].finish_reason:
-                    result.status = "completed"
-            result.finished = time.perf_counter()
-    except TimeoutError:
-        result.error = f"not finished within {timeout:g} s"
-    except openai.OpenAIError as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
-    result.integrity = check_stream("".join(result.tokens_text), tag, count)
-    return result
-
-
-def _window(values_from: list[float | None], values_to: list[float | None]) -> float:
-    starts = [value for value in values_from if value is not None]
-    ends = [value for value in values_to if value is not None]
-    return max(ends) - min(starts) if starts and ends else 0.0
-
-
-def summarize(rounds: list[list[StreamResult]], processes: int = 1) -> dict[str, Any]:
-    """The figures of a level: `rounds` of concurrent streams, one round after the other."""
-    results = [result for one_round in rounds for result in one_round]
-    ttfts = [r.ttft * 1000 for r in results if r.ttft is not None]
-    echoes = [(r.echo - r.sent) * 1000 for r in results if r.echo is not None]
-    starts = [(r.run_started - r.sent) * 1000 for r in results if r.run_started is not None]
-    tokens = sum(r.integrity.received for r in results if r.integrity)
-    # Rates are over the time the streams of a round were live, added up over the rounds.
-    token_window = sum(_window([r.first_token for r in rnd], [r.last_token for r in rnd]) for rnd in rounds)
-    wall = sum(_window([r.sent or None for r in rnd], [r.finished for r in rnd]) for rnd in rounds)
-    failed = [r for r in results if r.error or r.status != "completed"]
-    # A run that failed, or that the client gave up on, is missing its tail: "undelivered", not "lost".
-    done = [r for r in results if r.finished is not None and r.status == "completed" and r.integrity]
-    cut = [r for r in results if r not in done and r.integrity]
-    broken = [r for r in done if not r.integrity.ok] + [
-        r
-        for r in cut
-        if r.integrity.duplicated or r.integrity.reordered or r.integrity.foreign or r.integrity.seq_problems
-    ]
-    return {
-        "streams": len(rounds[0]) if rounds else 0,
-        "rounds": len(rounds),
-        "runs": len(results),
-        "completed": len(results) - len(failed),
-        "ttft_p50_ms": percentile(ttfts, 50),
-        "ttft_p99_ms": percentile(ttfts, 99),
-        "ttft_max_ms": max(ttfts) if ttfts else None,
-        # Where AgentChat's time to first token goes: the echo of the stored message, then run_started.
-        "echo_p50_ms": percentile(echoes, 50),
-        "run_started_p50_ms": percentile(starts, 50),
-        "tokens": tokens,
-        "frames": sum(r.frames for r in results),
-        "wall_s": wall,
-        "token_window_s": token_window,
-        "tokens_per_s": tokens / token_window if token_window else None,
-        "tokens_per_s_per_process": tokens / token_window / processes if token_window else None,
-        "frames_per_s": sum(r.frames for r in results) / wall if wall else None,
-        "streaming_s_mean": sum(r.streaming for r in results) / len(results) if results else 0.0,
-        "lost": sum(r.integrity.lost for r in done),
-        "unfinished": len(cut),  # failed, or not finished when the client gave up
-        "undelivered": sum(r.integrity.lost for r in cut),
-        "duplicated": sum(r.integrity.duplicated for r in results if r.integrity),
-        "reordered": sum(r.integrity.reordered for r in results if r.integrity),
-        "foreign": sum(r.integrity.foreign for r in results if r.integrity),
-        "seq_problems": sum(r.integrity.seq_problems for r in results if r.integrity),
-        "streams_with_integrity_problems": len(broken),
-        "errors": sorted({r.error or f"status {r.status!r}" for r in failed})[:5],
-        "per_stream": [_detail(r) for r in results],
-    }
-
-
-def _detail(result: StreamResult) -> dict[str, Any]:
-    """One stream, compactly: when its first token came, how long it streamed, what it lacked."""
-    integrity = result.integrity
-    return {
-        "ttft_ms": round(result.ttft * 1000, 1) if result.ttft is not None else None,
-        "streaming_s": round(result.streaming, 3),
-        "frames": result.frames,
-        "status": result.status,
-        "error": result.error,
-        "received": integrity.received if integrity else 0,
-        "lost": integrity.lost if integrity else None,
-        "duplicated": integrity.duplicated if integrity else None,
-        "reordered": integrity.reordered if integrity else None,
-        "seq_problems": integrity.seq_problems if integrity else None,
-    }
-
-
 # --- the phases ------------------------------------------------------------------------------------
-
-
-def total_writes(stack: Stack) -> dict[str, int]:
-    merged: dict[str, int] = {}
-    for server in stack.servers:
-        for key, value in server.db_writes().items():
-            merged[key] = merged.get(key, 0) + value
-    return merged
-
-
-async def settled_writes(stack: Stack, quiet: float = 0.3, limit: float = 10) -> dict[str, int]:
-    """The write counts once they stopped moving (a run's last audit row follows its run_finished)."""
-    deadline = time.monotonic() + limit
-    before = await asyncio.to_thread(total_writes, stack)
-    while time.monotonic() < deadline:
-        await asyncio.sleep(quiet)
-        after = await asyncio.to_thread(total_writes, stack)
-        if after == before:
-            break
-        before = after
-    return before
-
-
-def difference(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    keys = set(after) | set(before)
-    return {
-        key: after.get(key, 0) - before.get(key, 0) for key in sorted(keys) if after.get(key, 0) != before.get(key, 0)
-    }
-
-
-async def idle_sockets(stack: Stack, conversations: list[str], token: str, count: int) -> dict[str, Any]:
-    """RSS growth of one process per idle authenticated socket."""
-    server = stack.servers[0]
-    warm = await open_sockets([server], conversations[:10], token)
-    await close_sockets(warm)
-    await asyncio.sleep(1.0)
-    before = rss_kb(server.pid)
-    started = time.perf_counter()
-    targets = [conversations[index % len(conversations)] for index in range(count)]
-    sockets = await open_sockets([server], targets, token, tolerate=True)
-    opened = time.perf_counter() - started
-    await asyncio.sleep(1.0)
-    after = rss_kb(server.pid)
-    await close_sockets(sockets)
-    failed = [ws for ws in sockets if isinstance(ws, BaseException)]
-    alive = len(sockets) - len(failed)
-    return {
-        "sockets": alive,
-        "failed": len(failed),
-        "first_failure": repr(failed[0])[:300] if failed else "",
-        "process": server.name,
-        "rss_before_mb": before / 1024,
-        "rss_after_mb": after / 1024,
-        "per_socket_kb": (after - before) / alive if alive else None,
-        "open_and_auth_s": opened,
-    }
 
 
 async def run_direct(
@@ -434,7 +114,7 @@ async def run_agentchat(
     summary = summarize(results, processes=len(servers))
     runs = summary["runs"]
     every = [result for one_round in results for result in one_round]
-    allowed = sum(int(result.streaming / FLUSH_INTERVAL) + 5 for result in every) / runs if runs else 0
+    allowed = sum(int(result.streaming / WRITES_TARGET_INTERVAL) + 5 for result in every) / runs if runs else 0
     summary.update(
         {
             "db_writes": sum(writes.values()),

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from agentchat.agent.providers import ChatMessage, ImagePart
-from tools.documents.context import FileForModel, catalogue, with_files, with_references
+from tools.documents.context import catalogue, with_files, with_references
 from tools.files import StoredFile
 from tools.registry import Tool, ToolContext
 
@@ -185,7 +185,7 @@ def attachment_for(user, conversation_id, ref: str) -> Attachment | None:
     return found or files.filter(original_name__iexact=ref).order_by("-created_at").first()
 
 
-def stored_file(attachment: Attachment) -> StoredFile:
+def stored_file(attachment: Attachment, *, with_text: bool = False) -> StoredFile:
     content = attachment.content
     return StoredFile(
         id=str(attachment.pk),
@@ -195,6 +195,7 @@ def stored_file(attachment: Attachment) -> StoredFile:
         meta=attachment.meta,
         index=attachment.index,
         open=(lambda: content.open("rb")) if content else None,
+        text=attachment.text if with_text else "",
     )
 
 
@@ -212,21 +213,10 @@ class ConversationFiles:
         return [stored_file(found) for found in attachments_for(self.conversation_id, self.user).defer("text")[:limit]]
 
 
-def file_for_model(attachment: Attachment, *, with_text: bool = True) -> FileForModel:
-    return FileForModel(
-        id=str(attachment.pk),
-        name=attachment.original_name,
-        kind=attachment.kind,
-        size=attachment.size,
-        meta=attachment.meta,
-        text=attachment.text if with_text else "",
-    )
-
-
 def files_listed(conversation: Conversation, user) -> list[dict[str, str]]:
     """The conversation's files as the system prompt lists them (and tools are told): {id, name, description}."""
     listed = attachments_for(conversation.pk, user).defer("text")
-    return catalogue([file_for_model(attachment, with_text=False) for attachment in listed])
+    return catalogue([stored_file(attachment) for attachment in listed])
 
 
 def _image_part(attachment: Attachment) -> ImagePart | None:
@@ -244,7 +234,7 @@ def _image_part(attachment: Attachment) -> ImagePart | None:
 def _with_files(message: Message, *, newest: bool, file_tokens: int, vision: bool) -> ChatMessage:
     """A user message as the model sees it: the newest with its files' text (and images), older ones naming them."""
     attachments = list(message.attachments.all())
-    files = [file_for_model(attachment) for attachment in attachments]
+    files = [stored_file(attachment, with_text=True) for attachment in attachments]
     if not newest:
         return {"role": "user", "content": with_references(message.content, files)}
     entry: ChatMessage = {"role": "user", "content": with_files(message.content, files, file_tokens)}

@@ -16,6 +16,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from agentchat.agent.calls import Outcome
+from tools.documents.detect import CLAIMED
+from tools.documents.limits import MAX_UPLOAD_BYTES, MiB
 
 from . import selectors, services
 from .markdown import render_markdown
@@ -25,9 +27,9 @@ LIST_LIMIT = 100
 SIDEBAR_LIMIT = 30
 HISTORY_LIMIT = 500
 TITLE_MAX = 200
-# What the browser accepts before uploading; the server checks the content again (docs/tools.md).
-UPLOAD_MAX_BYTES = 10 * 1024 * 1024
-UPLOAD_EXTENSIONS = [".pdf", ".xlsx", ".csv", ".json", ".png", ".jpg", ".jpeg"]
+# What the browser accepts before uploading (the names the reader checks content against); the server checks the
+# content again (docs/tools.md).
+UPLOAD_EXTENSIONS = list(CLAIMED)
 
 
 @dataclass
@@ -118,7 +120,7 @@ def _timeline(history: list[Message], pending_call_ids: set[str]) -> list[Entry]
 
 
 def _upload_rules() -> dict[str, Any]:
-    return {"maxBytes": UPLOAD_MAX_BYTES, "extensions": UPLOAD_EXTENSIONS}
+    return {"maxBytes": MAX_UPLOAD_BYTES, "extensions": UPLOAD_EXTENSIONS}
 
 
 @login_required
@@ -141,7 +143,7 @@ def chat(request: HttpRequest, pk) -> HttpResponse:
         "sidebar": selectors.conversations_for(request.user)[:SIDEBAR_LIMIT],
         "upload_rules": _upload_rules(),
         "accept": ",".join(UPLOAD_EXTENSIONS),
-        "max_mb": UPLOAD_MAX_BYTES // (1024 * 1024),
+        "max_mb": MAX_UPLOAD_BYTES // MiB,
     }
     return render(request, "conversations/chat.html", context)
 

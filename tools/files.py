@@ -19,6 +19,8 @@ class StoredFile:
     index: dict[str, Any] = field(default_factory=dict)
     # Opens that content (pages, rows or lines as JSON Lines; an image's copy); None when there is none.
     open: Callable[[], BinaryIO] | None = None
+    # The extracted text, per page or sheet, when it is asked for (what a message's files show the model).
+    text: str = ""
 
 
 class Files(Protocol):

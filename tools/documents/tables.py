@@ -1,3 +1,4 @@
+# Over 400 lines: the table engine of query_table (columns, filters, groups, aggregates) reads best in one piece.
 """Tables: their columns, their text for the model, and the filter / group / aggregate engine of query_table.
 
 Rows are numbered as a spreadsheet shows them: in a CSV the header is row 1, in an XLSX each row keeps

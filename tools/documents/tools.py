@@ -19,7 +19,7 @@ from tools.registry import ToolArgs, ToolContext, registry
 
 from . import tables
 from .content import ContentReader, Part
-from .context import FileForModel, describe
+from .context import describe
 
 MAX_ROWS = 200
 MAX_MATCHES = 50
@@ -85,7 +85,7 @@ def _part(reader: ContentReader, file: StoredFile, sheet: str | None) -> Part:
 
 
 def _image_answer(file: StoredFile) -> str:
-    description = describe(FileForModel(id=file.id, name=file.name, kind=file.kind, size=file.size, meta=file.meta))
+    description = describe(file)
     return f"{file.name} is an image ({description}); it holds no text to read or search."
 
 

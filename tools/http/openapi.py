@@ -1,3 +1,4 @@
+# Over 400 lines: the whole translation of an OpenAPI document into validated operations, kept in one place.
 """An OpenAPI 3 document read into operations, each with a pydantic model of its arguments.
 
 The arguments of an operation are its path and query parameters plus, for a JSON request body that is

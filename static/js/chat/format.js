@@ -28,7 +28,7 @@ export function formatSize(bytes) {
 export function fileProblem(file, rules) {
   const dot = file.name.lastIndexOf(".");
   const extension = dot >= 0 ? file.name.slice(dot).toLowerCase() : "";
-  const maxBytes = rules.maxBytes || 10 * 1024 * 1024;
+  const { maxBytes } = rules;
   if (!(rules.extensions || []).includes(extension)) {
     return fill(gettext("%(name)s: this kind of file is not supported. Attach PDF, XLSX, CSV, JSON, PNG or JPEG files."), { name: file.name });
   }

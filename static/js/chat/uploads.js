@@ -154,7 +154,7 @@ export class Uploads {
         status.textContent = gettext("ready");
         this.changed();
       } else if (xhr.status === 413) {
-        fail(gettext("too large: files may be at most 10 MB"));
+        fail(fill(gettext("too large: files may be at most %(limit)s MB"), { limit: Math.round(this.rules.maxBytes / (1024 * 1024)) }));
       } else if (xhr.status === 415) {
         fail(gettext("not a supported kind of file"));
       } else if (xhr.status === 422) {

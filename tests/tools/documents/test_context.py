@@ -12,15 +12,16 @@ from agentchat.agent.providers.openai_compatible import to_wire_messages
 from agentchat.tokens import clip_to_tokens, count_tokens
 from conversations import selectors, services
 from conversations.models import Message
-from tools.documents.context import FileForModel, describe, files_prompt, with_files, with_references
+from tools.documents.context import describe, files_prompt, with_files, with_references
+from tools.files import StoredFile
 
 from . import samples
 from .conftest import attach
 
 
-def long_pdf_file(pages: int = 40) -> FileForModel:
+def long_pdf_file(pages: int = 40) -> StoredFile:
     text = "".join(f"=== Page {n} of {pages} ===\n" + f"Line of page {n}. " * 40 + "\n\n" for n in range(1, pages + 1))
-    return FileForModel(id="f-1", name="long.pdf", kind="pdf", size=123_456, meta={"pages": pages}, text=text)
+    return StoredFile(id="f-1", name="long.pdf", kind="pdf", size=123_456, meta={"pages": pages}, text=text)
 
 
 def test_clip_to_tokens_cuts_at_a_line_end():
@@ -50,8 +51,8 @@ def test_a_long_file_is_cut_to_its_share_with_a_note_of_what_was_left_out():
 
 
 def test_several_files_share_the_budget_and_a_short_one_gives_its_rest_to_the_others():
-    short = FileForModel(id="s", name="s.csv", kind="csv", size=10, meta={"rows": 1, "columns": 2}, text="| a | b |")
-    first, second = long_pdf_file(), FileForModel(**{**long_pdf_file().__dict__, "id": "f-2", "name": "two.pdf"})
+    short = StoredFile(id="s", name="s.csv", kind="csv", size=10, meta={"rows": 1, "columns": 2}, text="| a | b |")
+    first, second = long_pdf_file(), StoredFile(**{**long_pdf_file().__dict__, "id": "f-2", "name": "two.pdf"})
 
     content = with_files("compare", [short, first, second], tokens=900)
 
@@ -61,7 +62,7 @@ def test_several_files_share_the_budget_and_a_short_one_gives_its_rest_to_the_ot
 
 
 def test_a_file_that_fits_is_whole():
-    file = FileForModel(id="x", name="a.json", kind="json", size=20, meta={"top": "an object with 1 keys"}, text="{}")
+    file = StoredFile(id="x", name="a.json", kind="json", size=20, meta={"top": "an object with 1 keys"}, text="{}")
 
     assert with_files("see", [file], tokens=500).endswith(
         '[File "a.json": JSON, an object with 1 keys, 20 bytes; id x]\n{}'
@@ -78,11 +79,11 @@ def test_earlier_messages_only_name_their_files():
 
 
 def test_descriptions():
-    xlsx = FileForModel(
+    xlsx = StoredFile(
         id="1", name="b.xlsx", kind="xlsx", size=2048, meta={"sheets": [{"name": "Sales", "rows": 4, "columns": 3}]}
     )
-    image = FileForModel(id="2", name="p.png", kind="png", size=900, meta={"width": 64, "height": 48})
-    scan = FileForModel(id="3", name="s.pdf", kind="pdf", size=5000, meta={"pages": 1, "text_layer": False})
+    image = StoredFile(id="2", name="p.png", kind="png", size=900, meta={"width": 64, "height": 48})
+    scan = StoredFile(id="3", name="s.pdf", kind="pdf", size=5000, meta={"pages": 1, "text_layer": False})
 
     assert describe(xlsx) == 'XLSX workbook, 1 sheet: "Sales" 4 rows × 3 columns, 2.0 KB'
     assert describe(image) == "PNG, 64 × 48 pixels, 900 bytes"
