@@ -292,7 +292,8 @@ async def test_the_event_loop_keeps_running_while_generating(provider: LocalProv
     assert len(deltas) >= 2
     assert len(during) >= 5
     gaps = [b - a for a, b in zip([started, *during], [*during, ended], strict=True)]
-    assert max(gaps) < 0.1, f"the loop stalled for {max(gaps):.3f} s"
+    # A stall would last the whole generation (seconds); a busy machine may delay a tick by a fraction of one.
+    assert max(gaps) < 1.0, f"the loop stalled for {max(gaps):.3f} s"
 
 
 async def test_closing_a_stream_midway_releases_the_model(provider: LocalProvider):

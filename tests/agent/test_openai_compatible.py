@@ -248,14 +248,14 @@ async def test_refused_key_is_not_quoted_back(provider, fake_llm, logs):
 
 @pytest.mark.parametrize("mode", ["stream", "chat"])
 async def test_a_stalled_provider_times_out(openai_config, fake_llm, logs, mode):
-    fake_llm.script(Reply(text="too late", stall=2))
+    fake_llm.script(Reply(text="too late", stall=60))
     started = time.monotonic()
 
     async with open_provider(dataclasses.replace(openai_config, timeout=0.5)) as provider:
         with pytest.raises(ProviderError) as info:
             await answer(provider, ask(), mode)
 
-    assert time.monotonic() - started < 1.8
+    assert time.monotonic() - started < 30  # the provider's 60 s stall was cut short
     assert "did not answer in time" in info.value.message
     assert not info.value.retryable
     assert_key_kept_secret(logs, info.value)

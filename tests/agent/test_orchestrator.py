@@ -478,7 +478,7 @@ async def test_a_slow_tool_times_out_and_the_loop_goes_on(provider, registry, fa
     @registry.tool(timeout=0.2)
     async def slow_report(args: TranscribeArgs, ctx: ToolContext) -> str:
         """Build a report, too slowly."""
-        await asyncio.sleep(5)
+        await asyncio.sleep(120)
         return "never"
 
     fake_llm.script(Reply(tool_calls=[("slow_report", {}, "call_s")]), Reply(text="The report took too long."))
@@ -486,7 +486,7 @@ async def test_a_slow_tool_times_out_and_the_loop_goes_on(provider, registry, fa
 
     events = await run_agent(provider, registry)
 
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 60  # the tool's own 120 s were cut short
     [error] = of(events, ToolError)
     assert error.outcome == "error"
     assert error.tool_call_id == "call_s"

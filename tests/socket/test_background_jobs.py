@@ -11,18 +11,19 @@ import json
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 
 from conversations import runs
-from conversations.models import Message, ToolJob
+from conversations.models import ToolJob
 from tests import background_tools
 from tests.background_tools import GATE_ENV, LOG_ENV, LONG, PUBLISH, REPORT
 from tests.fake_provider import Reply
 from tests.servers import start_worker
 from tools.registry import ToolRegistry
+
+from .helpers import of, tool_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,18 +80,9 @@ def jobs(settings, monkeypatch, tmp_path):
         print(f"----- {worker.name}: {worker.log_path}\n{worker.tail(40)}")
 
 
-def of(frames: list[dict[str, Any]], kind: str, **match) -> list[dict[str, Any]]:
-    return [f for f in frames if f["type"] == kind and all(f.get(key) == value for key, value in match.items())]
-
-
 @sync_to_async
 def job_row(call_id: str = CALL) -> ToolJob:
     return ToolJob.objects.get(tool_call_id=call_id)
-
-
-@sync_to_async
-def tool_messages(conversation) -> list[Message]:
-    return list(conversation.messages.filter(role=Message.Role.TOOL).order_by("id"))
 
 
 async def ask(llm, socket, tool: str = REPORT, note: str = "q3", answer: str = "The report is ready.") -> dict:

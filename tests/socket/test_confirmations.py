@@ -23,6 +23,8 @@ from conversations.models import AuditEvent, Message, PendingConfirmation, ToolJ
 from tests.fake_provider import Reply
 from tools.registry import ToolArgs, ToolRegistry
 
+from .helpers import of, one, tool_messages
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DEPLOY_CALL = "call_deploy"
@@ -88,16 +90,6 @@ def tools(monkeypatch) -> Calls:
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def of(frames: list[dict[str, Any]], kind: str, **match) -> list[dict[str, Any]]:
-    return [f for f in frames if f["type"] == kind and all(f.get(key) == value for key, value in match.items())]
-
-
-def one(frames: list[dict[str, Any]], kind: str, **match) -> dict[str, Any]:
-    found = of(frames, kind, **match)
-    assert len(found) == 1, (kind, match, [f["type"] for f in frames])
-    return found[0]
-
-
 def assert_ordered(frames: list[dict[str, Any]], run_id: str) -> None:
     seqs = [f["seq"] for f in frames if f.get("run_id") == run_id and "seq" in f]
     assert seqs == sorted(set(seqs)), seqs
@@ -133,14 +125,6 @@ async def expect_error(socket, code: str) -> dict[str, Any]:
 @sync_to_async
 def confirmation_row(pk) -> PendingConfirmation:
     return PendingConfirmation.objects.get(pk=pk)
-
-
-@sync_to_async
-def tool_messages(conversation, call_id: str | None = None) -> list[Message]:
-    queryset = Message.objects.filter(conversation=conversation, role=Message.Role.TOOL)
-    if call_id:
-        queryset = queryset.filter(tool_call_id=call_id)
-    return list(queryset.order_by("created_at", "id"))
 
 
 @sync_to_async

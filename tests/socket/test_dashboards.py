@@ -19,6 +19,8 @@ from tools.dashboards import demo, permissions
 from tools.dashboards.models import Branch, Change, Dashboard, Deployment, Migration
 from tools.registry import ToolContext, registry
 
+from .helpers import of, one
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 READING = {"search_dashboards", "dashboard_health"}
@@ -45,16 +47,6 @@ async def bobs_conversation(bob):
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def of(frames: list[dict[str, Any]], kind: str, **match) -> list[dict[str, Any]]:
-    return [f for f in frames if f["type"] == kind and all(f.get(key) == value for key, value in match.items())]
-
-
-def one(frames: list[dict[str, Any]], kind: str, **match) -> dict[str, Any]:
-    found = of(frames, kind, **match)
-    assert len(found) == 1, (kind, match, [f["type"] for f in frames])
-    return found[0]
 
 
 def streamed(frames: list[dict[str, Any]]) -> str:

@@ -31,6 +31,7 @@ from tests.servers import RemoteSocket, database_url
 from tests.tcp_proxy import TCPProxy
 
 from .conftest import needs_postgres_and_redis
+from .helpers import of
 
 needs_redis_server = pytest.mark.skipif(redis_server_binary() is None, reason="needs the redis-server program")
 
@@ -72,12 +73,8 @@ def through(proxy: TCPProxy) -> str:
 # --- helpers -----------------------------------------------------------------------------------------
 
 
-def of_type(frames, kind: str) -> list[dict]:
-    return [frame for frame in frames if frame["type"] == kind]
-
-
 def text_of(frames) -> str:
-    return "".join(frame["delta"] for frame in of_type(frames, "token"))
+    return "".join(frame["delta"] for frame in of(frames, "token"))
 
 
 def token_for(user) -> str:
@@ -160,9 +157,9 @@ async def test_redis_restarted_mid_run(daphnes, remote_sockets, private_redis, f
 
     await socket.send({"type": "message", "content": "Take your time.", "client_id": "redis-1"})
     before = await socket.receive_until("token")
-    while len(of_type(before, "token")) < 5:
+    while len(of(before, "token")) < 5:
         before.append(await socket.receive())
-    run_id = of_type(before, "run_started")[0]["run_id"]
+    run_id = of(before, "run_started")[0]["run_id"]
 
     await asyncio.to_thread(private_redis.kill)
     during, outcome = await frames_until_finished(socket, REDIS_DOWN)
@@ -212,8 +209,8 @@ async def test_redis_restarted_mid_run(daphnes, remote_sockets, private_redis, f
     await page.send({"type": "message", "content": "Still there?", "client_id": "redis-2"})
     earlier, after = await frames_of_another_run(page, run_id)
     assert_no_repeats(earlier)
-    assert not of_type(after, "error"), after
-    assert of_type(after, "message")[0]["client_id"] == "redis-2"
+    assert not of(after, "error"), after
+    assert of(after, "message")[0]["client_id"] == "redis-2"
     assert after[-1]["status"] == "completed"
     assert text_of(after) == "Back to normal."
     messages = await stored_messages(conversation)
@@ -257,7 +254,7 @@ async def test_postgres_unreachable_for_five_seconds_mid_run(
 
     await socket.send({"type": "message", "content": "Summarise the week.", "client_id": "pg-1"})
     frames = await socket.receive_until("token")
-    run_id = of_type(frames, "run_started")[0]["run_id"]
+    run_id = of(frames, "run_started")[0]["run_id"]
     stored_before = await stored_messages(conversation)
     assert fingerprint(stored_before[:2]) == fingerprint(earlier)
     assert stored_before[2].content == "Summarise the week."
@@ -273,7 +270,7 @@ async def test_postgres_unreachable_for_five_seconds_mid_run(
     finished_after = time.monotonic() - cut_at
 
     # The run fails, the person is told, and it says so only once its answer is safely stored.
-    errors = of_type(frames, "error")
+    errors = of(frames, "error")
     assert len(errors) == 1 and errors[0]["code"] == "PROVIDER_ERROR", frames
     assert frames[-1]["status"] == "failed", frames
     assert frames[-1]["run_id"] == run_id
@@ -301,7 +298,7 @@ async def test_postgres_unreachable_for_five_seconds_mid_run(
     await socket.send({"type": "message", "content": "Are you back?", "client_id": "pg-2"})
     after = await socket.receive_until("run_finished", timeout=10)
     assert time.monotonic() - asked_at < 5
-    assert not of_type(after, "error"), after
+    assert not of(after, "error"), after
     assert after[-1]["status"] == "completed" and text_of(after) == "Back again."
     final = await stored_messages(conversation)
     assert fingerprint(final[:4]) == fingerprint(messages)
@@ -330,7 +327,7 @@ async def test_a_run_that_outlives_a_database_outage_completes_and_keeps_its_gat
 
     await socket.send({"type": "message", "content": "Tell me everything.", "client_id": "long-1"})
     frames = await socket.receive_until("token")
-    message_id = of_type(frames, "run_started")[0]["message_id"]
+    message_id = of(frames, "run_started")[0]["message_id"]
     database_proxy.cut()
     try:
         with contextlib.suppress(TimeoutError):
@@ -354,7 +351,7 @@ async def test_a_run_that_outlives_a_database_outage_completes_and_keeps_its_gat
     frames += await socket.receive_until("run_finished", timeout=15)
 
     # Still one run at a time: the message sent meanwhile was refused, not answered by a second run.
-    [busy] = of_type(frames, "error")
+    [busy] = of(frames, "error")
     assert busy["code"] == "BUSY", busy
     assert frames[-1]["status"] == "completed", frames[-1]
     assert_no_repeats(frames)
@@ -394,16 +391,16 @@ async def test_a_stalled_provider_fails_the_run_after_llm_timeout_and_keeps_the_
     asked = time.monotonic()
     silent = await ask(socket, "First", "stall-1")
     assert time.monotonic() - asked < STALL / 2
-    [error] = of_type(silent, "error")
+    [error] = of(silent, "error")
     assert error["code"] == "PROVIDER_ERROR" and "did not answer in time" in error["message"], error
     assert silent[-1]["status"] == "failed" and silent[-1]["message_id"] is None
-    assert not of_type(silent, "token")
+    assert not of(silent, "token")
     assert await stored(conversation) == [("user", "First", "complete")]  # no empty answer kept
 
     asked = time.monotonic()
     halfway = await ask(socket, "Second", "stall-2")
     assert time.monotonic() - asked < STALL / 2
-    [error] = of_type(halfway, "error")
+    [error] = of(halfway, "error")
     assert error["code"] == "PROVIDER_ERROR" and "stopped halfway" in error["message"], error
     assert halfway[-1]["status"] == "failed"
     assert text_of(halfway) == "Revenue g"
@@ -429,15 +426,15 @@ async def test_a_provider_server_error_is_asked_once_more_then_fails_the_run(llm
     socket = await sockets(conversation, alice)
 
     retried = await ask(socket, "First", "5xx-1")
-    [notice] = of_type(retried, "notice")
+    [notice] = of(retried, "notice")
     assert notice["code"] == "PROVIDER_RETRY" and "HTTP 502" in notice["detail"], notice
-    assert not of_type(retried, "error")
+    assert not of(retried, "error")
     assert retried[-1]["status"] == "completed" and text_of(retried) == "Second time lucky."
 
     failed = await ask(socket, "Second", "5xx-2")
-    [notice] = of_type(failed, "notice")
+    [notice] = of(failed, "notice")
     assert notice["code"] == "PROVIDER_RETRY" and "HTTP 500" in notice["detail"], notice
-    [error] = of_type(failed, "error")
+    [error] = of(failed, "error")
     assert error["code"] == "PROVIDER_ERROR" and "HTTP 503" in error["message"], error
     assert KEY not in error["message"]
     assert failed[-1]["status"] == "failed" and failed[-1]["message_id"] is None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -15,6 +14,8 @@ from tests.http_service import SECRET, SECRET_ENV, TOKEN_ENV, BillingService, ag
 from tools.http.config import parse_services
 from tools.http.toolset import register_services
 from tools.registry import ToolRegistry
+
+from .helpers import of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,10 +36,6 @@ def billing(tmp_path, monkeypatch):
         )
         monkeypatch.setattr(runs.manager, "registry", registry)
         yield service
-
-
-def of(frames, kind: str, **match) -> list[dict]:
-    return [f for f in frames if f["type"] == kind and all(f.get(key) == value for key, value in match.items())]
 
 
 @sync_to_async
@@ -104,8 +101,7 @@ async def test_a_post_waits_for_approval_and_calls_the_service_once_after_it(
 ):
     socket = await sockets(conversation, alice)
     confirm = await ask_for_refund(llm, socket)
-    await asyncio.sleep(0.2)
-    assert billing.calls() == []  # nothing reached the service before the decision
+    assert billing.calls() == []  # the run has ended awaiting the decision: nothing reached the service
 
     llm.script(Reply(text="Refunded."))
     await socket.send({"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "approve"})
@@ -132,8 +128,7 @@ async def test_a_rejected_post_never_reaches_the_service(llm, billing, sockets, 
     assert frames[-1]["status"] == "completed", frames
     [error] = of(frames, "tool_error", tool_call_id="call_refund")
     assert "rejected by the user" in error["error"]
-    await asyncio.sleep(0.2)
-    assert billing.calls() == []
+    assert billing.calls() == []  # the run is over: nothing can reach the service any more
 
 
 async def test_edited_arguments_are_validated_and_sent_instead(llm, billing, sockets, conversation, alice):

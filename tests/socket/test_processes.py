@@ -20,6 +20,7 @@ from conversations.models import Conversation, Message, PendingConfirmation
 from tests.fake_provider import Reply
 
 from .conftest import HEARTBEAT, needs_postgres_and_redis
+from .helpers import of
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -45,10 +46,6 @@ def active_path(conversation) -> str:
 
 def history_path(conversation) -> str:
     return f"/api/assistant/conversations/{conversation.pk}/history/"
-
-
-def of_type(frames, kind: str) -> list[dict]:
-    return [frame for frame in frames if frame["type"] == kind]
 
 
 @database_sync_to_async
@@ -80,22 +77,22 @@ async def test_a_run_on_one_process_streams_the_same_frames_to_sockets_on_anothe
     frames_a = await on_a.receive_until("run_finished", timeout=15)
     after = await asyncio.to_thread(b.get_json, active_path(conversation), token_for(alice))
 
-    started = of_type(frames_a, "run_started")[0]
+    started = of(frames_a, "run_started")[0]
     assert during["active"] is True, during
     assert during["run_id"] == started["run_id"]
     assert after["active"] is False, after
 
     for frames in (frames_a, frames_b):
-        echo = of_type(frames, "message")[0]
+        echo = of(frames, "message")[0]
         assert echo["client_id"] == "fan-1" and echo["message"]["content"] == "Stream, please."
         assert frames[-1]["status"] == "completed"
-        assert not of_type(frames, "error")
-    tokens_a, tokens_b = of_type(frames_a, "token"), of_type(frames_b, "token")
+        assert not of(frames, "error")
+    tokens_a, tokens_b = of(frames_a, "token"), of(frames_b, "token")
     assert tokens_a == tokens_b  # same seqs, same deltas, same order, same run and message
     seqs = [frame["seq"] for frame in tokens_a]
     assert seqs == sorted(set(seqs))
     assert "".join(frame["delta"] for frame in tokens_a) == text
-    assert of_type(frames_a, "run_started") == of_type(frames_b, "run_started")
+    assert of(frames_a, "run_started") == of(frames_b, "run_started")
     assert frames_a[-1] == frames_b[-1]
 
 
@@ -117,7 +114,7 @@ async def test_a_confirmation_requested_on_one_process_is_decided_on_another(
     asked_b = await on_b.receive_until("run_finished")
     for frames in (asked_a, asked_b):
         assert frames[-1]["status"] == "awaiting_confirmation", frames
-    confirm_a, confirm_b = of_type(asked_a, "confirm_required"), of_type(asked_b, "confirm_required")
+    confirm_a, confirm_b = of(asked_a, "confirm_required"), of(asked_b, "confirm_required")
     assert len(confirm_a) == 1 and confirm_a == confirm_b
     assert confirm_a[0]["tool"] == TOOL_NAME and confirm_a[0]["input"] == {"note": "decided elsewhere"}
     assert tool_log.read_text() == ""  # nothing runs before the decision
@@ -127,12 +124,12 @@ async def test_a_confirmation_requested_on_one_process_is_decided_on_another(
     resumed_a = await on_a.receive_until("run_finished", timeout=15)
 
     for frames in (resumed_a, resumed_b):
-        assert not of_type(frames, "error"), frames
-        ends = of_type(frames, "tool_end")
+        assert not of(frames, "error"), frames
+        ends = of(frames, "tool_end")
         assert len(ends) == 1 and ends[0]["tool_call_id"] == "call_note_1" and ends[0]["tool"] == TOOL_NAME
-        assert "".join(frame["delta"] for frame in of_type(frames, "token")) == "The note is written."
+        assert "".join(frame["delta"] for frame in of(frames, "token")) == "The note is written."
         assert frames[-1]["status"] == "completed"
-    assert of_type(resumed_a, "tool_end") == of_type(resumed_b, "tool_end")
+    assert of(resumed_a, "tool_end") == of(resumed_b, "tool_end")
     assert len(tool_log.read_text().splitlines()) == 1  # the tool ran exactly once, on one process
 
     confirmation = await database_sync_to_async(PendingConfirmation.objects.get)(pk=confirm_a[0]["confirmation_id"])
@@ -182,17 +179,17 @@ async def test_a_process_killed_mid_run_leaves_the_conversation_usable_from_anot
     # Usable again from process B: a new message is accepted and answered.
     await on_b.send({"type": "message", "content": "Are you there?", "client_id": "kill-3"})
     frames = await on_b.receive_until("run_finished", timeout=15)
-    assert not of_type(frames, "error"), frames
-    assert of_type(frames, "message")[0]["client_id"] == "kill-3"
+    assert not of(frames, "error"), frames
+    assert of(frames, "message")[0]["client_id"] == "kill-3"
     assert frames[-1]["status"] == "completed"
-    assert "".join(frame["delta"] for frame in of_type(frames, "token")) == "Still here."
+    assert "".join(frame["delta"] for frame in of(frames, "token")) == "Still here."
 
     messages = await stored_messages(conversation)
     assert [(m.role, m.content) for m in messages if m.role == Message.Role.USER] == [
         (Message.Role.USER, "Tell me everything."),
         (Message.Role.USER, "Are you there?"),
     ]
-    new_run = of_type(frames, "run_started")[0]["run_id"]
+    new_run = of(frames, "run_started")[0]["run_id"]
     partial = [m for m in messages if m.role == Message.Role.ASSISTANT and m.metadata.get("run_id") != new_run]
     assert len(partial) == 1, [(m.role, m.status, m.content[:20]) for m in messages]
     assert partial[0].status == Message.Status.INTERRUPTED
@@ -220,9 +217,9 @@ async def test_a_socket_left_idle_keeps_working(daphnes, remote_sockets, fake_ll
     assert (await socket.receive())["type"] == "pong"
     await socket.send({"type": "message", "content": "Are you awake?", "client_id": "idle-1"})
     frames = await socket.receive_until("run_finished")
-    assert not of_type(frames, "error"), frames
+    assert not of(frames, "error"), frames
     assert frames[-1]["status"] == "completed"
-    assert "".join(frame["delta"] for frame in of_type(frames, "token")) == "Still awake."
+    assert "".join(frame["delta"] for frame in of(frames, "token")) == "Still awake."
 
 
 @pytest.mark.parametrize("kill_after", [0.0, 0.03, 0.05, 0.08, 0.15, 0.6])
@@ -241,7 +238,7 @@ async def test_an_approved_call_is_carried_out_once_whenever_its_process_is_kill
     a, b = await asyncio.to_thread(daphnes, 2, preload=[TOOLS_MODULE], env=env)
     on_a = await remote_sockets(a, conversation, alice)
     await on_a.send({"type": "message", "content": "Write the note once.", "client_id": "once-1"})
-    [confirm] = of_type(await on_a.receive_until("run_finished"), "confirm_required")
+    [confirm] = of(await on_a.receive_until("run_finished"), "confirm_required")
 
     await on_a.send({"type": "confirm", "confirmation_id": confirm["confirmation_id"], "decision": "approve"})
     await asyncio.sleep(kill_after)
@@ -272,7 +269,7 @@ async def test_an_approved_call_is_carried_out_once_whenever_its_process_is_kill
         assert "stopped while processes_write_note was running" in result.content
     confirmation = await database_sync_to_async(PendingConfirmation.objects.get)(pk=confirm["confirmation_id"])
     assert confirmation.result_id == result.pk
-    assert not of_type(frames, "error"), frames
+    assert not of(frames, "error"), frames
     # The model was asked again only with the call's result in place (the fake provider refuses anything else).
     assert 1 <= len(fake_llm.requests) <= 2
     for request in fake_llm.requests[1:]:

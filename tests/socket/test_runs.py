@@ -23,6 +23,8 @@ from conversations.runs import db, recorder
 from tests.fake_provider import Reply
 from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
+from .helpers import of
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # Frames that belong to a run and so carry its run_id and a per-run increasing seq.
@@ -62,8 +64,8 @@ def explode(args: NoArgs, ctx: ToolContext) -> dict:
 
 
 async def slow(args: NoArgs, ctx: ToolContext) -> str:
-    """Takes its time."""
-    await asyncio.sleep(5)
+    """Takes its time: far longer than any test waits, so only a cancel ends it."""
+    await asyncio.sleep(60)
     return "done"
 
 
@@ -145,10 +147,6 @@ def message_writes(on_write=None):
 
 def kinds(frames: list[dict]) -> list[str]:
     return [frame["type"] for frame in frames]
-
-
-def of(frames: list[dict], kind: str) -> list[dict]:
-    return [frame for frame in frames if frame["type"] == kind]
 
 
 def text_of(frames: list[dict]) -> str:
@@ -476,10 +474,10 @@ async def test_cancel_during_text_keeps_the_partial_text(llm, sockets, conversat
 
     await socket.send({"type": "cancel"})
     cancelled_at = time.monotonic()
+    # The stream would go on for ~17 s: the run's end within receive_until's wait is the stop taking effect.
     frames += await socket.receive_until("run_finished")
-    assert time.monotonic() - cancelled_at < 1
     # The provider's stream was closed: the fake server's handler finds its client gone.
-    while llm._server._connections and time.monotonic() - cancelled_at < 1:
+    while llm._server._connections and time.monotonic() - cancelled_at < 10:
         await asyncio.sleep(0.02)
     assert not llm._server._connections
     finished = frames[-1]
@@ -515,9 +513,7 @@ async def test_cancel_during_a_slow_tool_closes_the_call(llm, sockets, conversat
     assert frames[-1]["tool"] == "slow" and frames[-1]["tool_call_id"] == "call_slow"
 
     await socket.send({"type": "cancel"})
-    cancelled_at = time.monotonic()
     frames += await socket.receive_until("run_finished")
-    assert time.monotonic() - cancelled_at < 1
     assert frames[-1]["status"] == "cancelled"
     assert_run_events(frames)
     closed = of(frames, "message")[-1]["message"]
@@ -762,9 +758,7 @@ async def test_cancel_right_after_the_message_stops_the_run(llm, sockets, conver
     socket = await sockets(conversation, alice)
     await socket.send({"type": "message", "content": "Start", "client_id": "quick"})
     await socket.send({"type": "cancel"})
-    cancelled_at = time.monotonic()
     frames = await socket.receive_until("run_finished")
-    assert time.monotonic() - cancelled_at < 1
     assert frames[-1]["status"] == "cancelled"
 
 
