@@ -16,7 +16,7 @@ $(VENV)/.installed: requirements.txt | $(BIN)/python
 
 setup: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --no-input
-	$(BIN)/python manage.py load_demo
+	$(BIN)/python manage.py load_demo --url http://$(HOST):$(PORT)/
 
 # daphne serves; the worker that runs slow tools as background jobs runs beside it and stops with it.
 run: setup

@@ -18,7 +18,12 @@ class Command(BaseCommand):
     help = "Create the demo users and data. Safe to run again: nothing a person changed is overwritten."
 
     @transaction.atomic
-    def handle(self, *args, **options) -> None:
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--url", default="http://127.0.0.1:8000/", help="where the server is, to say where to sign in"
+        )
+
+    def handle(self, *args, url: str, **options) -> None:
         User = get_user_model()
         rows, created_users = [], set()
         for username, password, is_superuser in DEMO_USERS:
@@ -33,7 +38,7 @@ class Command(BaseCommand):
             shown = password if user.check_password(password) else "(changed by its owner)"
             rows.append((username, shown, "administrator" if user.is_superuser else "user"))
 
-        self.stdout.write("Demo users (sign in at http://127.0.0.1:8000/):")
+        self.stdout.write(f"Demo users (sign in at {url}):")
         for username, shown, role in rows:
             self.stdout.write(f"  {username:<8} {shown:<24} {role}")
 
