@@ -63,7 +63,13 @@ class Socket:
                     return frames
 
     async def nothing(self, timeout: float = 0.2) -> bool:
+        """No frame within `timeout`: for a socket that cannot answer a ping (not signed in, or flooded)."""
         return await self.communicator.receive_nothing(timeout=timeout)
+
+    async def quiet(self) -> bool:
+        """Nothing was sent to this signed-in socket: a ping sent now is answered before any other frame."""
+        await self.send({"type": "ping"})
+        return await self.receive() == {"type": "pong"}
 
     async def close(self) -> None:
         await self.communicator.disconnect()

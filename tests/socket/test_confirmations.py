@@ -208,7 +208,7 @@ async def test_a_dangerous_call_waits_while_the_safe_ones_of_its_round_run(llm, 
     assert requested.actor_id == alice.pk
     assert requested.data == {"confirmation_id": str(row.pk), "tool": "deploy_dashboard", "args": ASKED}
     assert await audits(conversation, AuditEvent.Kind.CONFIRMATION_DECIDED) == []
-    assert await socket.nothing()
+    assert await socket.quiet()
 
 
 # --- the decisions ---------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ async def test_approve_runs_the_stored_call_once_and_resumes_the_run(llm, tools,
     assert decided.data["args"] == ASKED and decided.data["edited_args"] is None
     called = [event.data for event in await audits(conversation, AuditEvent.Kind.TOOL_CALLED)]
     assert {"tool": "deploy_dashboard", "tool_call_id": "call_deploy", "args": ASKED} in called
-    assert await socket.nothing()
+    assert await socket.quiet()
 
 
 async def test_edit_runs_the_call_with_the_edited_arguments(llm, tools, sockets, conversation, alice):
@@ -266,7 +266,7 @@ async def test_an_edit_with_invalid_arguments_is_refused_and_decides_nothing(
     await decide(socket, confirm["confirmation_id"], "edit", args=args)
     error = await expect_error(socket, "INVALID")
     assert "dashboard_id" in error["message"]
-    assert await socket.nothing()
+    assert await socket.quiet()
 
     assert tools.deploy == []
     row = await confirmation_row(confirm["confirmation_id"])
@@ -324,7 +324,7 @@ async def test_a_second_decision_is_expired_and_runs_nothing_again(llm, tools, s
     for decision, extra in [("approve", {}), ("reject", {"reason": "changed my mind"}), ("edit", {"args": ASKED})]:
         await decide(socket, confirm["confirmation_id"], decision, **extra)
         await expect_error(socket, "CHECKPOINT_EXPIRED")
-    assert await socket.nothing()
+    assert await socket.quiet()
 
     assert tools.deploy == [ASKED]
     assert len(llm.requests) == 2
@@ -357,7 +357,7 @@ async def test_two_tabs_approving_at_once_run_the_tool_once(llm, tools, sockets,
         assert [f["status"] for f in finished] == ["completed"], frames
         assert len(of(frames, "tool_start", tool_call_id=DEPLOY_CALL)) == 1
     assert of(seen[first], "run_finished")[0]["run_id"] == of(seen[second], "run_finished")[0]["run_id"]
-    assert await first.nothing() and await second.nothing()
+    assert await first.quiet() and await second.quiet()
 
     assert tools.deploy == [ASKED]
     assert len(llm.requests) == 2
@@ -383,7 +383,7 @@ async def test_someone_elses_or_an_unknown_confirmation_is_not_found(llm, tools,
     # An id that names nothing, even in Alice's own conversation.
     await decide(socket, str(uuid.uuid4()))
     await expect_error(socket, "NOT_FOUND")
-    assert await socket.nothing() and await bobs.nothing()
+    assert await socket.quiet() and await bobs.quiet()
 
     assert tools.deploy == []
     row = await confirmation_row(confirm["confirmation_id"])
@@ -428,7 +428,7 @@ async def test_a_new_message_supersedes_the_pending_confirmation(llm, tools, soc
 
     await decide(socket, confirm["confirmation_id"])
     await expect_error(socket, "CHECKPOINT_EXPIRED")
-    assert await socket.nothing()
+    assert await socket.quiet()
     assert tools.deploy == []
     assert (await confirmation_row(confirm["confirmation_id"])).status == PendingConfirmation.Status.SUPERSEDED
 
@@ -443,7 +443,7 @@ async def test_archiving_the_conversation_expires_its_confirmations(llm, tools, 
 
     await decide(socket, confirm["confirmation_id"])
     await expect_error(socket, "CHECKPOINT_EXPIRED")
-    assert await socket.nothing()
+    assert await socket.quiet()
     assert tools.deploy == []
     row = await confirmation_row(confirm["confirmation_id"])
     assert row.status == PendingConfirmation.Status.EXPIRED and row.decided_by_id is None
@@ -462,7 +462,7 @@ async def test_an_expired_confirmation_cannot_be_decided(llm, tools, sockets, co
     await expect_error(socket, "CHECKPOINT_EXPIRED")
     await decide(socket, confirm["confirmation_id"], "edit", args={"dashboard_id": 8})
     await expect_error(socket, "CHECKPOINT_EXPIRED")
-    assert await socket.nothing()
+    assert await socket.quiet()
 
     assert tools.deploy == []
     row = await confirmation_row(confirm["confirmation_id"])
@@ -516,7 +516,7 @@ async def test_a_decision_from_another_tab_streams_to_every_tab(llm, tools, sock
     await expect_resumed(llm, tools, conversation, watching, ran_with=ASKED, answer="Deployed from the other tab.")
     assert one(watching, "tool_end", tool_call_id=DEPLOY_CALL) == one(deciding, "tool_end", tool_call_id=DEPLOY_CALL)
     assert of(watching, "token") == of(deciding, "token")
-    assert await watcher.nothing() and await other.nothing()
+    assert await watcher.quiet() and await other.quiet()
 
 
 async def test_two_dangerous_calls_of_one_round_each_wait_for_their_own_decision(

@@ -239,7 +239,7 @@ async def test_message_is_stored_echoed_everywhere_and_answered(llm, sockets, co
     assert assistant.pk == started["message_id"]
     assert assistant.content == "Hello there, Alice! How are you today?"
     assert assistant.metadata["run_id"] == run_id
-    assert await first.nothing() and await second.nothing()
+    assert await first.quiet() and await second.quiet()
 
     request = llm.requests[0]
     assert request.messages[0]["role"] == "system"
@@ -502,7 +502,7 @@ async def test_cancel_during_text_keeps_the_partial_text(llm, sockets, conversat
     ]
     # A cancel with no run going on changes nothing.
     await socket.send({"type": "cancel"})
-    assert await socket.nothing()
+    assert await socket.quiet()
 
 
 async def test_cancel_during_a_slow_tool_closes_the_call(llm, sockets, conversation, alice, tools):
@@ -717,7 +717,7 @@ async def test_a_new_conversation_starts_empty(llm, sockets, conversation, alice
     assert sent[1] == {"role": "user", "content": "Hello"}
     assert "plum-42" not in str(llm.requests[1].body)
     assert [row.content for row in await stored(fresh)] == ["Hello", "Hello."]
-    assert await first.nothing()  # the other conversation's run is not seen here
+    assert await first.quiet()  # the other conversation's run is not seen here
 
 
 # --- audit --------------------------------------------------------------------------------------------
