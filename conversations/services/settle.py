@@ -15,6 +15,8 @@ from .audit import audit_record
 from .jobs import job_outcome, tool_job_cancel
 from .messages import CANCELLED_BY_USER, tool_result_store
 
+NOT_STARTED = "not run: a new message was sent before it started."
+
 
 class Settle(StrEnum):
     """Why decided calls are being settled without being carried out now."""
@@ -50,12 +52,10 @@ def decisions_settle(*, conversation: Conversation, why: Settle, run_id: str = "
         job = selectors.tool_job_for(conversation, confirmation.tool_call_id)
         outcome = decision_outcome(confirmation, job)
         if outcome is None and confirmation.claimed_at is None and why != Settle.FAILED:
-            outcome = ToolOutcome.cancelled(
-                CANCELLED_BY_USER if why == Settle.STOPPED else "not run: a new message was sent before it started."
-            )
+            outcome = ToolOutcome.cancelled(CANCELLED_BY_USER if why == Settle.STOPPED else NOT_STARTED)
         elif outcome is None and job is not None and why == Settle.NEW_MESSAGE:
             outcome = (
-                ToolOutcome.cancelled("not run: a new message was sent before it started.")
+                ToolOutcome.cancelled(NOT_STARTED)
                 if tool_job_cancel(job_id=job.pk, only_queued=True)
                 else ToolOutcome.unknown(confirmation.tool_name)
             )
