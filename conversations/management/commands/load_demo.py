@@ -17,12 +17,12 @@ DEMO_USERS = [
 class Command(BaseCommand):
     help = "Create the demo users and data. Safe to run again: nothing a person changed is overwritten."
 
-    @transaction.atomic
     def add_arguments(self, parser) -> None:
         parser.add_argument(
             "--url", default="http://127.0.0.1:8000/", help="where the server is, to say where to sign in"
         )
 
+    @transaction.atomic
     def handle(self, *args, url: str, **options) -> None:
         User = get_user_model()
         rows, created_users = [], set()
