@@ -94,7 +94,8 @@ async def collect(provider: LocalProvider, params: ProviderChatParams) -> tuple[
     return deltas, final
 
 
-async def lock_released(timeout: float = 0.5) -> bool:
+async def lock_released(timeout: float = 10.0) -> bool:
+    """The model is free again within `timeout`: generous, for a busy machine reads a prompt chunk slowly."""
     end = time.monotonic() + timeout
     while generation_lock.locked():
         if time.monotonic() > end:

@@ -91,12 +91,13 @@ async def test_cancelling_during_a_decision_releases_the_model(provider: LocalPr
     # A long history, so that the cancellation lands while the decision is still reading it.
     history = [user("word " * 3000), {"role": "assistant", "content": "ok"}, user("Deploy dashboard 9 to staging")]
     task = asyncio.create_task(provider.chat(ProviderChatParams(messages=history, tools=offered())))
-    await asyncio.sleep(0.3)
-    assert generation_lock.locked()
+    async with asyncio.timeout(10):
+        while not generation_lock.locked():
+            await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await lock_released(timeout=2.0)
+    assert await lock_released()
 
 
 # --- without the model ---
