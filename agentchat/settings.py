@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import math
 import os
 import secrets
@@ -11,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_HASHES
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -159,6 +162,12 @@ else:
     # Room for a whole answer's tokens should a socket fall behind: a full channel drops messages.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}}
 
+# Counters every process must agree on (a user's message rate) live in the cache: Redis when there is one.
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 # --- the agent ---------------------------------------------------------------------------------
 
 LLM_PROVIDER = env_str("LLM_PROVIDER", "local")
@@ -172,8 +181,10 @@ CONTEXT_TOKEN_BUDGET = env_int("CONTEXT_TOKEN_BUDGET", 4000, minimum=256)
 RUN_HEARTBEAT_TIMEOUT = timedelta(seconds=env_int("RUN_HEARTBEAT_TIMEOUT", 30))
 # How long a dangerous tool call waits for its owner's decision.
 CONFIRMATION_TTL = timedelta(seconds=env_int("CONFIRMATION_TTL", 24 * 60 * 60))
-# Message frames one user may send per minute, over all their sockets on one process.
+# Message frames one user may send per minute, over all their sockets (on every process, with Redis).
 WS_MESSAGES_PER_MINUTE = env_int("WS_MESSAGES_PER_MINUTE", 20)
+# Chat sockets one user may hold open at once on one process; one more is refused with RATE_LIMITED.
+WS_SOCKETS_PER_USER = env_int("WS_SOCKETS_PER_USER", 30)
 
 # --- slow tools as background jobs (docs/background-jobs.md) -------------------------------------------
 
@@ -215,6 +226,8 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "rest_framework_simplejwt",
+    # before conversations: axes must mark a locked-out sign-in before the audit receiver of the same signal reads it
+    "axes",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_tasks",
@@ -228,6 +241,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "agentchat.headers.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -236,6 +251,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last, as axes asks: it turns a locked-out sign-in into the lockout answer (agentchat/lockout.py)
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "agentchat.urls"
@@ -269,6 +286,29 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
+# --- sign-in lockout (django-axes; agentchat/lockout.py, docs/operations.md#sign-in-lockout) -------------
+
+# Failed sign-ins (page or token endpoint) within the cool-off after which one username is refused, even with the
+# right password, until the cool-off has passed; one client address gets more, as an office shares one.
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+LOGIN_FAILURE_LIMIT_PER_ADDRESS = env_int("LOGIN_FAILURE_LIMIT_PER_ADDRESS", 20)
+LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15)
+# How many proxies in front of daphne append to X-Forwarded-For; 0 counts the connection's own address.
+LOGIN_PROXY_COUNT = env_int("LOGIN_PROXY_COUNT", 0, minimum=0)
+
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "agentchat.lockout.LockoutHandler"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+# A refused attempt checked no password: it neither counts nor moves the end of the lockout.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# A sign-in clears its username's failures (only those: see LockoutHandler.reset_user_attempts).
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "agentchat.lockout.client_address"
+AXES_USERNAME_CALLABLE = "agentchat.lockout.client_username"
+AXES_LOCKOUT_CALLABLE = "agentchat.lockout.lockout_response"
+
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("ru", "Русский")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
@@ -287,6 +327,48 @@ SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# --- security headers (docs/operations.md#security-headers) ----------------------------------------
+
+
+def csp_hash(source: str) -> str:
+    return f"'sha256-{base64.b64encode(hashlib.sha256(source.encode()).digest()).decode()}'"
+
+
+# Only files from this origin run or style the pages: no inline script, no eval, no other hosts. 'self' also
+# covers the page's ws:// or wss:// socket to its own host. The only inline styles allowed are the column
+# alignments nh3 lets through in Markdown tables (conversations/markdown.py), by hash.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "style-src-attr": [UNSAFE_HASHES, *(csp_hash(f"text-align:{side}") for side in ("left", "center", "right"))],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "frame-ancestors": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "object-src": [NONE],
+    }
+}
+# Browser features the app never uses, refused to every page (agentchat/headers.py).
+PERMISSIONS_POLICY = [
+    "accelerometer", "autoplay", "camera", "display-capture", "geolocation", "gyroscope", "hid",
+    "idle-detection", "magnetometer", "microphone", "midi", "payment", "publickey-credentials-get",
+    "screen-wake-lock", "serial", "usb", "xr-spatial-tracking",
+]  # fmt: skip
+# HSTS only reaches browsers over HTTPS, and tells them to refuse plain HTTP to this host for that long: set it
+# only where the site is served over HTTPS for good. 0 sends nothing (plain-HTTP `make run`).
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Behind a proxy that terminates TLS daphne sees plain HTTP; a request counts as HTTPS (and so gets HSTS) when
+# this header, which the proxy must always set itself, says "https".
+_proxy_ssl_header = env_str("SECURE_PROXY_SSL_HEADER")
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -307,6 +389,8 @@ SIMPLE_JWT = {
     "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env_int("JWT_ACCESS_MINUTES", 15)),
     "REFRESH_TOKEN_LIFETIME": timedelta(days=env_int("JWT_REFRESH_DAYS", 7)),
     "UPDATE_LAST_LOGIN": True,
+    # simplejwt's, answering a locked-out client in the one error shape and clearing failures on success
+    "TOKEN_OBTAIN_SERIALIZER": "agentchat.lockout.TokenObtainPairSerializer",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -326,5 +410,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", {"DEBUG", "INFO", "WARNING", "ERROR"})},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # axes says at INFO what it does with each sign-in; its warnings (each failure, each lockout) are kept.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -12,6 +13,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.settings import api_settings as jwt_settings
@@ -28,9 +30,13 @@ logger = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1024 * 1024
 AUTH_TIMEOUT = 10.0
 MAX_CLIENT_ID = 64
+# What a page shows is a shallow object; a deep one would be stored and then fail to travel to the sockets.
+MAX_CONTEXT_DEPTH = 16
 # Frames of any kind one socket may send in FRAME_WINDOW seconds before it is told to slow down.
 MAX_FRAMES = 120
 FRAME_WINDOW = 10.0
+# The signed-in chat sockets of each user on this process.
+OPEN_SOCKETS: collections.Counter = collections.Counter()
 # How long a joining socket waits for the live run's own snapshot before it reads the last flushed text.
 SNAPSHOT_TIMEOUT = 2.0
 
@@ -139,6 +145,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code) -> None:
         for timer in self.timers:
             timer.cancel()
+        if self.user is not None and self.conversation is not None:
+            OPEN_SOCKETS[self.user.pk] -= 1
+            self.conversation = None
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -159,7 +168,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             frame = json.loads(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):
             await self._error("INVALID", "The frame is not valid JSON.")
             return
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
@@ -216,6 +225,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise Invalid('"attachments" must be a list of attachment ids.')
         if not isinstance(context, dict):
             raise Invalid('"context" must be an object.')
+        if _nesting(context) > MAX_CONTEXT_DEPTH:
+            raise Invalid(f'"context" may nest at most {MAX_CONTEXT_DEPTH} levels.')
         echo = await runs.manager.submit_message(
             conversation=self.conversation,
             user=self.user,
@@ -265,6 +276,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if conversation is None:
             await self._refuse("NOT_FOUND", "There is no such conversation of yours.", CLOSE_NOT_FOUND)
             return
+        if OPEN_SOCKETS[access.user.pk] >= settings.WS_SOCKETS_PER_USER:
+            message = "You have too many chats open at once. Close some, then reload this page."
+            await self._refuse("RATE_LIMITED", message, CLOSE_FORBIDDEN)
+            return
+        OPEN_SOCKETS[access.user.pk] += 1
         self.user, self.conversation = access.user, conversation
         self.session_key, self.permissions = session_key, access.permissions
         for timer in self.timers:
@@ -360,3 +376,14 @@ def _is_uuid(value) -> bool:
     except ValueError:
         return False
     return isinstance(value, str)
+
+
+def _nesting(value: Any) -> int:
+    """How deep objects and arrays nest in a JSON value (without recursion: the value may be very deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest

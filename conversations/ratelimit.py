@@ -1,4 +1,5 @@
-"""A sliding window of events per key, on this process: messages per user, frames per socket."""
+"""Rate limits: a sliding window on this process (frames per socket), and a window counted in the cache, which
+every process shares when there is Redis (messages per user)."""
 
 from __future__ import annotations
 
@@ -6,22 +7,44 @@ import collections
 import time
 from collections.abc import Hashable
 
+from django.core.cache import cache
+
 
 class SlidingWindow:
-    """At most `limit` events per key in any `seconds`."""
+    """At most `limit` events in any `seconds`, on this process."""
 
     def __init__(self, limit: int, *, seconds: float):
         self.limit = limit
         self.seconds = seconds
-        self.events: dict[Hashable, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self.events: collections.deque[float] = collections.deque()
 
-    def allow(self, key: Hashable = None) -> bool:
-        """Count an event for `key` now; False (and not counted) when the window is full."""
+    def allow(self) -> bool:
+        """Count an event now; False (and not counted) when the window is full."""
         now = time.monotonic()
-        events = self.events[key]
-        while events and events[0] <= now - self.seconds:
-            events.popleft()
-        if len(events) >= self.limit:
+        while self.events and self.events[0] <= now - self.seconds:
+            self.events.popleft()
+        if len(self.events) >= self.limit:
             return False
-        events.append(now)
+        self.events.append(now)
         return True
+
+
+class SharedWindow:
+    """At most `limit` events per key in any `seconds`, counted in the cache so that every process using it agrees.
+
+    A sliding window estimated from two fixed ones: the previous window's count, weighted by how much of it is
+    still within `seconds`, plus the current one's.
+    """
+
+    def __init__(self, name: str, limit: int, *, seconds: int):
+        self.name = name
+        self.limit = limit
+        self.seconds = seconds
+
+    async def allow(self, key: Hashable) -> bool:
+        window, into = divmod(time.time(), self.seconds)
+        current = f"ratelimit:{self.name}:{key}:{int(window)}"
+        await cache.aadd(current, 0, timeout=2 * self.seconds)
+        count = await cache.aincr(current)
+        before = await cache.aget(f"ratelimit:{self.name}:{key}:{int(window) - 1}", 0)
+        return before * (1 - into / self.seconds) + count <= self.limit

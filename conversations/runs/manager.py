@@ -25,7 +25,7 @@ from tools.registry import Tool, ToolArgumentsError, ToolContext, ToolRegistry
 from .. import selectors, services
 from ..exceptions import AlreadySettled, Busy, CheckpointExpired, Invalid, RateLimited
 from ..models import AuditEvent, Conversation, Message, PendingConfirmation
-from ..ratelimit import SlidingWindow
+from ..ratelimit import SharedWindow
 from . import db
 from .coalesce import read_ahead
 from .control import ControlPlane
@@ -61,7 +61,7 @@ class RunManager:
         self.provider_factory = provider_factory
         # The event loop keeps only weak references to tasks: this keeps each live run's task alive.
         self.live: dict[str, LiveRun] = {}
-        self.limiter = SlidingWindow(settings.WS_MESSAGES_PER_MINUTE, seconds=60)
+        self.limiter = SharedWindow("messages", settings.WS_MESSAGES_PER_MINUTE, seconds=60)
         self.control = ControlPlane()
 
     # --- the ways in -----------------------------------------------------------------------------
@@ -86,7 +86,7 @@ class RunManager:
             raise Invalid("This conversation is archived. Restore it to continue.")
         if not content.strip():
             raise Invalid("The message is empty.")
-        if not self.limiter.allow(user.pk):
+        if not await self.limiter.allow(user.pk):
             raise RateLimited("You are sending messages too fast. Wait a moment and try again.")
         attachments = await db.owned_attachments(conversation, user, attachment_ids) if attachment_ids else []
         text, truncated = truncate_message(content)

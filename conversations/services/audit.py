@@ -20,10 +20,12 @@ def audit_record(
 
 def audit_login_failure(sender, credentials: dict, request=None, **kwargs) -> None:
     """Receiver of Django's user_login_failed: the session form and the JWT endpoint both end here."""
-    audit_record(
-        kind=AuditEvent.Kind.AUTH_FAILED,
-        data={
-            "username": str(credentials.get("username", ""))[:150],
-            "path": request.path if request is not None else "",
-        },
-    )
+    data = {
+        "username": str(credentials.get("username", ""))[:150],
+        "path": request.path if request is not None else "",
+    }
+    # axes' receiver of the same signal ran first (settings.INSTALLED_APPS): the failure that locks, and each attempt
+    # refused while locked, are marked.
+    if getattr(request, "axes_locked_out", False):
+        data["locked_out"] = True
+    audit_record(kind=AuditEvent.Kind.AUTH_FAILED, data=data)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -15,7 +16,7 @@ from rest_framework_simplejwt.tokens import AccessToken
 
 from agentchat.asgi import application
 from conversations import runs, services
-from conversations.ratelimit import SlidingWindow
+from conversations.ratelimit import SharedWindow
 from tests.servers import RemoteSocket, start_daphnes
 
 TIMEOUT = 5
@@ -33,7 +34,7 @@ HEARTBEAT = 3  # RUN_HEARTBEAT_TIMEOUT of the servers (tests/servers.py) and of 
 @pytest.fixture(autouse=True)
 async def _isolated_runs(monkeypatch):
     """The run manager outlives tests: each starts with its own message budget and leaves no run behind."""
-    monkeypatch.setattr(runs.manager, "limiter", SlidingWindow(10_000, seconds=60))
+    monkeypatch.setattr(runs.manager, "limiter", SharedWindow(f"messages-{uuid.uuid4()}", 10_000, seconds=60))
     yield
     left = [task for task in asyncio.all_tasks() if task.get_name().startswith("run ") and not task.done()]
     if left:

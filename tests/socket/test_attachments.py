@@ -46,10 +46,11 @@ async def test_the_pdf_text_reaches_the_provider_with_the_question(llm, sockets,
     assert frames[0]["message"]["attachments"] == [report["id"]]
     system, user = llm.requests[0].messages
     assert system["role"] == "system"
-    assert '- "report.pdf": PDF, 3 pages' in system["content"]
-    assert report["id"] in system["content"]
+    assert f"- id {report['id']}: PDF, 3 pages" in system["content"]
+    assert "report.pdf" not in system["content"]  # the name is the user's words: it comes with their message
     assert user["role"] == "user"
     assert user["content"].startswith("выдели риски\n\n--- Attached files")
+    assert '[File "report.pdf"' in user["content"]
     assert "=== Page 2 of 3 ===\nRisk register" in user["content"]
     assert "| Supplier delay | Procurement | High |" in user["content"]
     assert "Mitigate the supplier delay before the next audit." in user["content"]

@@ -17,12 +17,14 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 from rest_framework_simplejwt.tokens import AccessToken, RefreshToken
+from websockets.exceptions import InvalidStatus
 
 from agentchat.asgi import application
-from conversations import consumers, runs
+from conversations import consumers, runs, services
 from conversations.models import AuditEvent, Message
-from conversations.ratelimit import SlidingWindow
+from conversations.ratelimit import SharedWindow
 from tests.fake_provider import Reply
+from tests.servers import RemoteSocket
 
 from .conftest import TIMEOUT, Socket
 
@@ -380,7 +382,7 @@ async def test_more_messages_than_the_limit_per_minute_are_rate_limited(
     monkeypatch, settings, llm, sockets, conversation, alice
 ):
     settings.WS_MESSAGES_PER_MINUTE = 3
-    monkeypatch.setattr(runs.manager, "limiter", SlidingWindow(3, seconds=60))
+    monkeypatch.setattr(runs.manager, "limiter", SharedWindow(f"messages-{uuid.uuid4()}", 3, seconds=60))
     socket = await sockets(conversation, alice)
     for number in range(3):
         await socket.send({"type": "message", "content": f"Message {number}", "client_id": f"m{number}"})
@@ -439,3 +441,70 @@ async def test_ping_gets_pong(sockets, conversation, alice):
     await socket.send({"type": "ping"})
     assert await socket.receive() == {"type": "pong"}
     assert await socket.nothing()
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [b"http://localhost:9999", b"https://localhost:8000", b"http://localhost", b"http://127.0.0.1:8000"],
+)
+async def test_an_origin_other_than_this_sites_scheme_host_and_port_is_refused(
+    raw_sockets, conversation, alice_cookie, origin
+):
+    _, connected = await raw_sockets(chat_path(conversation.pk), origin=origin, cookie=alice_cookie)
+    assert connected is False
+
+
+async def test_an_origin_csrf_trusts_may_connect(raw_sockets, conversation, alice_cookie, settings):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.com", "https://*.intranet.example"]
+    for origin in (b"https://chat.example.com", b"https://team.intranet.example"):
+        communicator, connected = await raw_sockets(chat_path(conversation.pk), origin=origin, cookie=alice_cookie)
+        assert connected, origin
+        assert (await communicator.receive_json_from(timeout=TIMEOUT))["type"] == "ready"
+    _, connected = await raw_sockets(chat_path(conversation.pk), origin=b"http://chat.example.com", cookie=alice_cookie)
+    assert connected is False
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_thread_connections")
+async def test_a_real_server_takes_only_its_own_origin(daphnes, conversation, alice):
+    [server] = await asyncio.to_thread(daphnes, 1)
+    path, token = chat_path(conversation.pk), str(AccessToken.for_user(alice))
+    own = await RemoteSocket.open(server, path, token=token)
+    assert own.ready["conversation_id"] == str(conversation.pk)
+    await own.close()
+    port = server.origin.rsplit(":", 1)[1]
+    for foreign in (f"http://127.0.0.1:{int(port) + 1}", f"https://127.0.0.1:{port}", "http://evil.example"):
+        with pytest.raises(InvalidStatus) as refused:
+            await RemoteSocket.open(server, path, token=token, origin=foreign)
+        assert refused.value.response.status_code == 403
+
+
+async def test_a_user_may_hold_only_so_many_sockets(settings, sockets, conversation, alice, bob):
+    settings.WS_SOCKETS_PER_USER = 2
+    first = await sockets(conversation, alice)
+    await sockets(conversation, alice)
+
+    third = await sockets(conversation, alice, ready=False)
+    await expect_error(third, "RATE_LIMITED")
+    await expect_close(third.communicator, consumers.CLOSE_FORBIDDEN)
+    bobs = await sockets(await sync_to_async(services.conversation_create)(owner=bob), bob)  # others are unaffected
+    assert await bobs.quiet()
+
+    await first.close()  # a closed one frees its place
+    fourth = await sockets(conversation, alice)
+    assert await fourth.quiet()
+
+
+async def test_json_nested_too_deep_is_invalid_and_the_socket_stays(sockets, conversation, alice):
+    socket = await sockets(conversation, alice)
+    await socket.communicator.send_to(text_data='{"type": "ping", "x": ' + "[" * 5000 + "]" * 5000 + "}")
+    await expect_error(socket, "INVALID")
+
+    deep: dict = {}
+    for _ in range(40):
+        deep = {"inner": deep}
+    await socket.send({"type": "message", "content": "hello", "client_id": "deep", "context": deep})
+    refused = await expect_error(socket, "INVALID")
+    assert "16 levels" in refused["message"]
+    assert await stored_messages(conversation) == 0
+    assert await socket.quiet()

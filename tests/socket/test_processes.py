@@ -286,3 +286,26 @@ async def test_an_approved_call_is_carried_out_once_whenever_its_process_is_kill
 @database_sync_to_async
 def stored_result(conversation, call_id: str) -> list[Message]:
     return list(conversation.messages.filter(role=Message.Role.TOOL, tool_call_id=call_id))
+
+
+async def test_a_users_message_rate_is_counted_across_processes(daphnes, remote_sockets, fake_llm, conversation, alice):
+    fake_llm.script(Reply(text="One."), Reply(text="Two."))
+    a, b = await asyncio.to_thread(daphnes, 2, env={"WS_MESSAGES_PER_MINUTE": "2"})
+    on_a = await remote_sockets(a, conversation, alice)
+    on_b = await remote_sockets(b, conversation, alice)
+
+    await on_a.send({"type": "message", "content": "first", "client_id": "rate-1"})
+    await on_a.receive_until("run_finished")
+    await on_b.receive_until("run_finished")  # the first run's end reaches every socket
+    await on_b.send({"type": "message", "content": "second", "client_id": "rate-2"})
+    second = await on_b.receive_until("run_finished")
+    assert second[0]["type"] == "message" and second[0]["client_id"] == "rate-2", second
+    await on_a.receive_until("run_finished")
+    await on_a.send({"type": "message", "content": "third", "client_id": "rate-3"})
+
+    refused = await on_a.receive_until("error")
+    assert refused[-1]["code"] == "RATE_LIMITED", refused
+    assert [m.content for m in await stored_messages(conversation) if m.role == Message.Role.USER] == [
+        "first",
+        "second",
+    ]
