@@ -6,6 +6,7 @@ from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
+from agentchat.health import healthz
 from tools.http.api import ServiceTokenView
 
 # The split view serves Swagger UI's start-up script as a file of its own, as the CSP refuses inline script. Its
@@ -16,6 +17,7 @@ api_docs = csp_update({"style-src": SWAGGER_UI_STYLE})(SpectacularSwaggerSplitVi
 urlpatterns = [
     path("", include("conversations.urls")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
+    path("healthz", healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
