@@ -1,3 +1,4 @@
+# Over 400 lines: one settings file, so that every setting read from the environment is in one place.
 """AgentChat settings: everything a deployment changes comes from the environment (docs/operations.md)."""
 
 from __future__ import annotations
