@@ -299,8 +299,7 @@ class RunManager:
         """A decided call, as a run's first step: rejected, run now (under a claim that outlives a crash), or,
         when a run that died had started it, its background job waited for or its result said to be unknown."""
         call_id, name = confirmation.tool_call_id, confirmation.tool_name
-        job = await db.job_for(run.conversation, call_id) if confirmation.claimed_at else None
-        outcome = services.decision_outcome(confirmation, job)
+        outcome, job = await db.decision_outcome(confirmation)
         if outcome is None and job is not None:
             await recorder.tool_start(call_id, name, job.args, background=True)
             outcome = await wait_for_job(job.pk, name, decided=True, send=recorder.send)

@@ -26,16 +26,18 @@ class Settle(StrEnum):
     NEW_MESSAGE = "new_message"  # a new message comes before them
 
 
-def decision_outcome(confirmation: PendingConfirmation, job: ToolJob | None) -> ToolOutcome | None:
-    """How a decided call that has no result ended, when that can be told without running it; None when it
-    never started, or when its background job is still going."""
+def decision_outcome(confirmation: PendingConfirmation) -> tuple[ToolOutcome | None, ToolJob | None]:
+    """How a decided call that has no result ended, when that can be told without running it (None when it
+    never started, or when its background job is still going), and that job if it has one. A call is claimed
+    in the same transaction as its job is queued: an unclaimed one has none."""
     if confirmation.status == PendingConfirmation.Status.REJECTED:
-        return ToolOutcome.rejected(confirmation.reason)
+        return ToolOutcome.rejected(confirmation.reason), None
     if confirmation.claimed_at is None:
-        return None
+        return None, None
+    job = selectors.tool_job_for(confirmation.conversation, confirmation.tool_call_id)
     if job is None:
-        return ToolOutcome.unknown(confirmation.tool_name)
-    return job_outcome(job) if job.status in ToolJob.FINISHED else None
+        return ToolOutcome.unknown(confirmation.tool_name), None
+    return (job_outcome(job) if job.status in ToolJob.FINISHED else None), job
 
 
 def decisions_settle(*, conversation: Conversation, why: Settle, run_id: str = "") -> list[Message]:
@@ -49,8 +51,7 @@ def decisions_settle(*, conversation: Conversation, why: Settle, run_id: str = "
     """
     settled = []
     for confirmation in selectors.confirmations_unsettled(conversation):
-        job = selectors.tool_job_for(conversation, confirmation.tool_call_id)
-        outcome = decision_outcome(confirmation, job)
+        outcome, job = decision_outcome(confirmation)
         if outcome is None and confirmation.claimed_at is None and why != Settle.FAILED:
             outcome = ToolOutcome.cancelled(CANCELLED_BY_USER if why == Settle.STOPPED else NOT_STARTED)
         elif outcome is None and job is not None and why == Settle.NEW_MESSAGE:
