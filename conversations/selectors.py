@@ -288,12 +288,13 @@ def last_user_context(conversation: Conversation) -> dict:
     return (message.metadata.get("context") or {}) if message else {}
 
 
-def tool_context(conversation: Conversation, user) -> ToolContext:
-    """What a call made outside its round (decided, or in the worker) runs with."""
+def tool_context(conversation: Conversation, user, page_context: dict | None = None) -> ToolContext:
+    """What the conversation's calls run with; the page context is the newest message's unless it is given
+    (a round has read it already)."""
     return ToolContext(
         user=user,
         conversation_id=str(conversation.pk),
-        page_context=last_user_context(conversation),
+        page_context=last_user_context(conversation) if page_context is None else page_context,
         files=ConversationFiles(conversation.pk, user),
     )
 

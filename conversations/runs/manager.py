@@ -230,12 +230,7 @@ class RunManager:
         except ProviderError as exc:
             await recorder.end_message()
             return "failed", exc.message
-        ctx = ToolContext(
-            user=run.user,
-            conversation_id=str(run.conversation.pk),
-            page_context=context,
-            files=selectors.ConversationFiles(run.conversation.pk, run.user),
-        )
+        ctx = selectors.tool_context(run.conversation, run.user, context)
         agent = AgentRun(
             provider=provider,
             tools=tools,
