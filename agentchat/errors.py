@@ -36,6 +36,10 @@ class ApiError(exceptions.APIException):
         self.machine_code = code
         self.extra = extra
 
+    def body(self) -> dict:
+        """The one error shape: {"error": <sentence>, "code": <CODE>, ...extra}."""
+        return {"error": str(self.detail), "code": self.machine_code, **self.extra}
+
 
 def _sentence(detail) -> str:
     if isinstance(detail, list):
@@ -75,7 +79,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if response is None:
         return None
     if isinstance(exc, ApiError):
-        body = {"error": str(exc.detail), "code": exc.machine_code, **exc.extra}
+        body = exc.body()
     else:
         code = next((code for cls, code in CODES if isinstance(exc, cls)), "ERROR")
         if isinstance(exc, InvalidToken):
@@ -93,17 +97,17 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     return response
 
 
-def _wants_json(request) -> bool:
+def wants_json(request) -> bool:
     return request.path.startswith("/api/")
 
 
 def not_found(request, exception=None):
-    if _wants_json(request):
+    if wants_json(request):
         return JsonResponse({"error": "Not found.", "code": "NOT_FOUND"}, status=404)
     return defaults.page_not_found(request, exception)
 
 
 def server_error(request):
-    if _wants_json(request):
+    if wants_json(request):
         return JsonResponse({"error": "Something went wrong on our side.", "code": "SERVER_ERROR"}, status=500)
     return defaults.server_error(request)

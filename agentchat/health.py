@@ -13,6 +13,8 @@ from channels.layers import get_channel_layer
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 
+from agentchat.errors import ApiError
+
 # Long enough for a busy database or Redis, short enough for a prober's own timeout.
 CHECK_TIMEOUT = 3.0
 
@@ -40,6 +42,7 @@ async def healthz(request: HttpRequest) -> JsonResponse:
             down.append(name)
     state = {name: "down" if name in down else "ok" for name in parts}
     if down:
-        error = f"Not ready: {' and '.join(name.replace('_', ' ') for name in down)} unreachable."
-        return JsonResponse({"error": error, "code": "UNAVAILABLE", **state}, status=503)
+        sentence = f"Not ready: {' and '.join(name.replace('_', ' ') for name in down)} unreachable."
+        error = ApiError(sentence, code="UNAVAILABLE", status_code=503, **state)
+        return JsonResponse(error.body(), status=error.status_code)
     return JsonResponse({"status": "ok", **state})

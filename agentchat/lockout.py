@@ -21,7 +21,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from rest_framework import exceptions, status
 from rest_framework_simplejwt.serializers import TokenObtainPairSerializer as SimpleJWTTokenObtainPairSerializer
 
-from agentchat.errors import ApiError
+from agentchat.errors import ApiError, wants_json
 
 # The longest username the user model takes. The token endpoint accepts any length, which axes' column (255) would
 # refuse on PostgreSQL.
@@ -121,9 +121,9 @@ def lockout_response(request: HttpRequest, original_response=None, credentials=N
     response and the credentials when it runs sync but only the credentials, in the response's place, under ASGI:
     neither is used."""
     wait = locked_for(request)
-    if request.path.startswith("/api/"):
+    if wants_json(request):
         error = locked_out_error(wait)
-        response = JsonResponse({"error": str(error.detail), "code": error.machine_code}, status=error.status_code)
+        response = JsonResponse(error.body(), status=error.status_code)
     else:
         next_url = request.POST.get("next", "")
         if not url_has_allowed_host_and_scheme(next_url, {request.get_host()}, require_https=request.is_secure()):
