@@ -22,7 +22,7 @@ setup: $(VENV)/.installed
 run: setup
 	@$(BIN)/python manage.py db_worker --queue-name tools --interval 0.5 --no-reload & worker=$$!; \
 	trap 'kill $$worker 2>/dev/null' EXIT; \
-	$(BIN)/daphne -b $(HOST) -p $(PORT) agentchat.asgi:application
+	$(BIN)/python -m agentchat.server -b $(HOST) -p $(PORT) agentchat.asgi:application
 
 # The browser tests drive Debian's Chromium (Playwright downloads no browser); it is installed when missing.
 # The page's pure JavaScript (static/js/chat/) has node's own unit tests, run first when node is there.

@@ -12,12 +12,11 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from agentchat.origins import SameOriginValidator  # noqa: E402
-from conversations.api.uploads import UploadSizeGuard  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": UploadSizeGuard(django_asgi_app),
+        "http": django_asgi_app,
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -200,9 +200,12 @@ JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 2)
 
 # 1: a message's images reach the model as image parts (for vision-capable models); 0: as a description.
 LLM_VISION = env_bool("LLM_VISION", False)
-# Each uploaded file is read in a child process that is stopped after this many seconds or this much memory.
-DOCUMENT_PARSE_TIMEOUT = env_float("DOCUMENT_PARSE_TIMEOUT", 60.0)
+# Each uploaded file is read in a child process that is stopped after this many seconds or this much memory;
+# each format also has its budget of processor time (tools/documents/limits.py), far below this on a quiet machine.
+DOCUMENT_PARSE_TIMEOUT = env_float("DOCUMENT_PARSE_TIMEOUT", 120.0)
 DOCUMENT_PARSE_MEMORY_MB = env_int("DOCUMENT_PARSE_MEMORY_MB", 1024, minimum=128)
+# Files one user may have being read at once, on all processes together with Redis; one more is refused (429).
+UPLOAD_PARSES_PER_USER = env_int("UPLOAD_PARSES_PER_USER", 2, minimum=1)
 
 # --- HTTP services as tools (tools/http; docs/tools.md) ---------------------------
 
@@ -319,8 +322,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# WhiteNoise serves straight from the app folders: no collectstatic step, nothing to keep in sync.
+# WhiteNoise serves straight from the app folders: no collectstatic step, nothing to keep in sync. Behind nginx,
+# `manage.py collectstatic` copies them to STATIC_ROOT for nginx to serve (deploy/nginx.conf.template).
 WHITENOISE_USE_FINDERS = True
+STATIC_ROOT = env_str("STATIC_ROOT") or None
 MEDIA_ROOT = VAR_DIR / "media"
 
 SESSION_COOKIE_HTTPONLY = True

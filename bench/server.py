@@ -1,7 +1,7 @@
 """The server side of the benchmark, run as its own processes (never imported by the product).
 
     python -m bench.server prepare            # migrate the bench database, create the bench user
-    python -m bench.server serve <daphne args>  # daphne, counting the database writes it makes
+    python -m bench.server serve <daphne args>  # the server, counting the database writes it makes
 
 Both read the usual settings from the environment (DATABASE_URL, REDIS_URL, SECRET_KEY, LLM_*), plus:
 
@@ -19,6 +19,7 @@ import collections
 import json
 import os
 import re
+import runpy
 import signal
 import sys
 import threading
@@ -94,9 +95,9 @@ def serve(daphne_args: list[str]) -> None:
     django.setup()
     if os.environ.get("BENCH_DB_WRITES_FILE"):
         install_counter(Path(os.environ["BENCH_DB_WRITES_FILE"]))
-    from daphne.cli import CommandLineInterface
-
-    CommandLineInterface().run(daphne_args)
+    # The product's own server entry point, run by name: the benchmarks import none of its code.
+    sys.argv = ["agentchat.server", *daphne_args]
+    runpy.run_module("agentchat.server", run_name="__main__", alter_sys=True)
 
 
 def main() -> None:

@@ -1,11 +1,12 @@
-"""Rate limits: a sliding window on this process (frames per socket), and a window counted in the cache, which
-every process shares when there is Redis (messages per user)."""
+"""Rate limits: a sliding window on this process (frames per socket), and a window and a count of things held at
+once kept in the cache, which every process shares when there is Redis (messages and files being read, per user)."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 
 from django.core.cache import cache
 
@@ -48,3 +49,33 @@ class SharedWindow:
         count = await cache.aincr(current)
         before = await cache.aget(f"ratelimit:{self.name}:{key}:{int(window) - 1}", 0)
         return before * (1 - into / self.seconds) + count <= self.limit
+
+
+class Full(Exception):
+    pass
+
+
+class SharedSlots:
+    """At most `limit` held at once per key, counted in the cache so that every process using it agrees.
+
+    A count whose holder died without giving it back is forgotten `seconds` after it was last taken.
+    """
+
+    def __init__(self, name: str, *, seconds: int):
+        self.name = name
+        self.seconds = seconds
+
+    @contextlib.contextmanager
+    def hold(self, key: Hashable, limit: int) -> Iterator[None]:
+        """Hold one slot for the block; Full when `limit` are held already."""
+        name = f"slots:{self.name}:{key}"
+        cache.add(name, 0, timeout=self.seconds)
+        held = cache.incr(name)
+        cache.touch(name, self.seconds)
+        try:
+            if held > limit:
+                raise Full
+            yield
+        finally:
+            with contextlib.suppress(ValueError):  # the count was forgotten meanwhile
+                cache.decr(name)

@@ -47,14 +47,14 @@ STOP_TIMEOUT = 5.0
 LLM_API_KEY = "sk-test-SECRET-123"
 LLM_MODEL = "fake-model"
 
-# `python -c BOOT <modules> <daphne args…>`: import the modules once Django is set up, then run daphne's CLI.
+# `python -c BOOT <modules> <daphne args…>`: import the modules once Django is set up, then run the server.
 _BOOT = (
     "import importlib, sys, django; "
     "modules = sys.argv.pop(1); "
     "django.setup(); "
     "[importlib.import_module(name) for name in modules.split(',') if name]; "
-    "from daphne.cli import CommandLineInterface; "
-    "CommandLineInterface.entrypoint()"
+    "from agentchat.server import main; "
+    "main()"
 )
 
 # `python -c WORKER_BOOT <names> <worker args…>`: once Django is set up, import each `module` named, or call each
@@ -175,7 +175,7 @@ class DaphneProcess:
         daphne_args = ["-b", HOST, "-p", str(self.port), "agentchat.asgi:application"]
         if self.preload:
             return [sys.executable, "-c", _BOOT, ",".join(self.preload), *daphne_args]
-        return [sys.executable, "-m", "daphne", *daphne_args]
+        return [sys.executable, "-m", "agentchat.server", *daphne_args]
 
     def spawn(self) -> DaphneProcess:
         self.port = free_port()

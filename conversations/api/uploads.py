@@ -3,7 +3,6 @@ counting while it streams (a body may declare no length, or a false one)."""
 
 from __future__ import annotations
 
-import json
 import re
 
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
@@ -65,35 +64,3 @@ def limit_uploads(request: HttpRequest) -> UploadLimitHandler:
 
 
 ATTACHMENTS_PATH = re.compile(r"^/api/assistant/conversations/[^/]+/attachments/?$")
-
-
-class UploadSizeGuard:
-    """ASGI middleware: an upload whose declared length is over the limit is answered 413 at once, before
-    Django's ASGI handler reads (and spools) its body. Bodies without a length are counted by the view."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] == "POST" and ATTACHMENTS_PATH.match(scope["path"]):
-            headers = dict(scope.get("headers") or [])
-            try:
-                length = int(headers.get(b"content-length", b""))
-            except ValueError:
-                length = None
-            if UploadLimitHandler().body_too_large(length):
-                body = json.dumps({"error": too_large().message, "code": "TOO_LARGE"}).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 413,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close"),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)

@@ -14,16 +14,20 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
 from tools.documents import sandbox
-from tools.documents.exceptions import DocumentError, FileTooLarge
+from tools.documents.exceptions import DocumentError, FileTooLarge, TooManyReads
 from tools.documents.limits import DEFAULT_LIMITS, MAX_UPLOAD_BYTES, MiB
 
 from ..models import Attachment, AuditEvent, Conversation
+from ..ratelimit import Full, SharedSlots
 from .audit import audit_record
 from .nul import without_nul
 
 EXTENSIONS = {"pdf": "pdf", "xlsx": "xlsx", "csv": "csv", "json": "json", "png": "png", "jpeg": "jpg"}
 
 NAME_LENGTH = 255
+
+# Long enough to outlast any read: a process killed mid-read gives its slot back this long after.
+READING = SharedSlots("reading", seconds=3600)
 
 
 def attachment_name(raw: str | None) -> str:
@@ -78,7 +82,15 @@ def attachment_upload(*, conversation: Conversation, owner, upload: UploadedFile
         source, content = os.path.join(workdir, "source"), os.path.join(workdir, "content")
         try:
             size, sha256 = _copy_hashing(upload, source)
-            parsed = sandbox.run(parse_file, source, content, name, DEFAULT_LIMITS, budget=_parse_budget())
+            with READING.hold(owner.pk, settings.UPLOAD_PARSES_PER_USER):
+                parsed = sandbox.run(parse_file, source, content, name, DEFAULT_LIMITS, budget=_parse_budget())
+        except Full:
+            error = TooManyReads(
+                f"Too many of your files are being read at once (at most {settings.UPLOAD_PARSES_PER_USER}). "
+                "Wait until one of them is done, then upload this one again."
+            )
+            attachment_reject(conversation=conversation, owner=owner, name=name, size=size, error=error, sha256=sha256)
+            raise error from None
         except DocumentError as error:
             attachment_reject(conversation=conversation, owner=owner, name=name, size=size, error=error, sha256=sha256)
             raise

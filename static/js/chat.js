@@ -1,7 +1,7 @@
 // AgentChat's pages: local times everywhere, and on a chat page the live conversation. This module only wires
 // the parts in ./chat/ together; each of them does one job. No framework, no build step.
 
-import { Composer } from "./chat/composer.js";
+import { Composer, tooLargeText } from "./chat/composer.js";
 import { Confirmations } from "./chat/confirmations.js";
 import { Conversation } from "./chat/conversation.js";
 import { localizeTimes } from "./chat/dom.js";
@@ -24,7 +24,14 @@ function startChat(root) {
   const socket = new Socket(data.wsPath, {
     ready: (frame, reconnected) => timeline.ready(frame, reconnected),
     frame: (frame) => timeline.receive(frame),
-    closed: () => timeline.closed(),
+    closed: (tooLarge) => {
+      timeline.closed();
+      // A frame the server could not even read: what was being sent goes back in the box.
+      if (tooLarge) {
+        composer.giveBack();
+        notices.show(tooLargeText(), "error");
+      }
+    },
     change: changed,
   });
   const uploads = new Uploads(root, {

@@ -32,3 +32,15 @@ def test_a_provider_failure_is_said_in_plain_words(page, signed_in, conversation
     expect(page.get_by_role("alert")).to_contain_text("The language model could not answer. Try again in a moment.")
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     assert "sk-test" not in page.content()
+
+
+def test_a_message_too_long_to_send_stays_in_the_box(page, signed_in, conversation, llm):
+    open_chat(page, conversation)
+    box = page.get_by_label("Message", exact=True)
+    text = "All of this. " * 90_000  # 1.2 MB
+    box.fill(text)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("alert")).to_contain_text("Your message is too long to send")
+    assert box.input_value() == text
+    expect(page.locator(".msg-user")).to_have_count(0)
+    assert llm.requests == []

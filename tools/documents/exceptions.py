@@ -46,6 +46,11 @@ class ReadersBusy(DocumentError):
     code = "BUSY"
 
 
+class TooManyReads(DocumentError):
+    status = 429
+    code = "RATE_LIMITED"
+
+
 # By name, for errors that come back from the child process as plain data.
 BY_NAME: dict[str, type[DocumentError]] = {
     cls.__name__: cls for cls in (DocumentError, Unreadable, UnsupportedFormat, FileTooLarge, ReadersBusy)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MiB = 1024 * 1024
 
@@ -33,6 +33,12 @@ class Limits:
     vision_side: int = 1568
     # The content file (pages, rows, lines) a parser may write.
     content_bytes: int = 512 * MiB
+    # Seconds of processor time reading one file may take, by format. A PDF past its budget keeps the pages
+    # read so far; one page may take at most `pdf_page_seconds` (a page of nested drawings is skipped).
+    cpu_seconds: dict[str, float] = field(
+        default_factory=lambda: {"pdf": 20.0, "xlsx": 45.0, "csv": 20.0, "json": 10.0, "png": 10.0, "jpeg": 10.0}
+    )
+    pdf_page_seconds: float = 2.0
 
 
 DEFAULT_LIMITS = Limits()

@@ -8,6 +8,7 @@ database connections.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import multiprocessing
@@ -15,7 +16,7 @@ import os
 import resource
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
@@ -26,8 +27,9 @@ from .limits import MiB
 T = TypeVar("T")
 
 PRELOAD = ["tools.documents.parsing"]
-# Files read at once by one server process; more wait (up to the time limit) for a free slot.
-SLOTS = max(os.cpu_count() or 1, 2)
+# Files read at once by one server process; more wait (up to the time limit) for a free slot. Twice the cores:
+# a person may hold only some of them (UPLOAD_PARSES_PER_USER), so others' files never queue behind theirs.
+SLOTS = 2 * max(os.cpu_count() or 1, 2)
 
 _slots = threading.BoundedSemaphore(SLOTS)
 _context: Any = None
@@ -85,6 +87,30 @@ def _run(target: Callable[..., T], args: tuple, budget: Budget) -> T:
         return payload
     name, message, extra = payload
     raise BY_NAME.get(name, Unreadable)(message, **extra)
+
+
+class OutOfTime(BaseException):
+    """A parser used up its processor time. A BaseException, so that no parser's `except Exception` hides it."""
+
+
+@contextlib.contextmanager
+def processor_time(seconds: float) -> Iterator[None]:
+    """Raise OutOfTime inside the block once this process has spent `seconds` of processor time in it.
+
+    For the child process's main thread: the signal interrupts Python code between two bytecodes, so a
+    parser written in Python stops at once; the RLIMIT_CPU set by `run` stops the rest.
+    """
+
+    def expire(signum, frame):
+        raise OutOfTime
+
+    previous = signal.signal(signal.SIGPROF, expire)
+    signal.setitimer(signal.ITIMER_PROF, max(seconds, 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
 
 
 def _death(exitcode: int | None, budget: Budget) -> str:

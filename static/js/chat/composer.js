@@ -4,6 +4,12 @@
 import { newClientId } from "./format.js";
 import { gettext } from "./i18n.js";
 
+// The server reads no larger frame: a longer message stays in the box, with the reason, instead of being sent.
+export const MAX_FRAME_BYTES = 1024 * 1024;
+
+export const tooLargeText = () =>
+  gettext("Your message is too long to send (at most 1 MB with its files). It is still in the box below.");
+
 export class Composer {
   constructor({ archived, socket, notices, uploads }) {
     this.archived = archived;
@@ -71,6 +77,10 @@ export class Composer {
     const ready = this.uploads.ready();
     const clientId = newClientId();
     const frame = { type: "message", content, client_id: clientId, attachments: ready.map((upload) => upload.id) };
+    if (new TextEncoder().encode(JSON.stringify(frame)).length > MAX_FRAME_BYTES) {
+      this.notices.show(tooLargeText(), "error");
+      return;
+    }
     if (!this.socket.send(frame)) {
       this.notices.show(gettext("Not connected: your message was not sent. It is still in the box below."), "error");
       return;

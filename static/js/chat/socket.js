@@ -9,10 +9,11 @@ const PING_INTERVAL_MS = 25000;
 const UNAUTHENTICATED = 4401;
 const FORBIDDEN = 4403;
 const NOT_FOUND = 4404;
+const MESSAGE_TOO_BIG = 1009;
 
 export class Socket {
   /**
-   * `path`: the socket's path on this host. `on`: {ready(frame, reconnected), frame(frame), closed()}, and
+   * `path`: the socket's path on this host. `on`: {ready(frame, reconnected), frame(frame), closed(tooLarge)}, and
    * change() when `connected` or `refused` changed outside `ready`.
    */
   constructor(path, on) {
@@ -81,7 +82,7 @@ export class Socket {
 
   closed(event) {
     this.connected = false;
-    this.on.closed();
+    this.on.closed(event.code === MESSAGE_TOO_BIG);
     clearInterval(this.pingTimer);
     this.refused = event.code === UNAUTHENTICATED || event.code === FORBIDDEN;
     this.on.change();

@@ -287,3 +287,26 @@ def windows_exe() -> bytes:
     header[60:64] = (128).to_bytes(4, "little")
     stub = b"This program cannot be run in DOS mode.\r\r\n$" + bytes(128 - 64 - 44 + 20)
     return bytes(header) + stub + b"PE\x00\x00" + bytes(512)
+
+
+def nested_xobjects_pdf(depth: int = 20, fan_out: int = 4) -> bytes:
+    """A few KB of form XObjects, each drawing the next one `fan_out` times: fan_out**depth drawings to interpret."""
+    resources = b"/Font << /F1 3 0 R >>"
+    extra = {}
+    for level in range(depth):
+        number, inner = 10 + level, 11 + level
+        if level + 1 < depth:
+            content = b" ".join(b"q /X Do Q" for _ in range(fan_out))
+            form_resources = b"<< %s /XObject << /X %d 0 R >> >>" % (resources, inner)
+        else:
+            content, form_resources = b"BT /F1 8 Tf 10 10 Td (deep) Tj ET", b"<< %s >>" % resources
+        extra[number] = (
+            b"<< /Type /XObject /Subtype /Form /BBox [0 0 595 842] /Resources %s /Length %d >>\nstream\n"
+            % (form_resources, len(content))
+            + content
+            + b"\nendstream"
+        )
+    pdf = pdf_with_pages([b"/X Do"], extra=extra)
+    return pdf.replace(
+        b"/Resources << /Font << /F1 3 0 R >> >>", b"/Resources << %s /XObject << /X 10 0 R >> >>" % resources
+    )

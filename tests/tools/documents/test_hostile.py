@@ -4,15 +4,15 @@ next request right after (docs/tools.md)."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
-from asgiref.testing import ApplicationCommunicator
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.files.uploadhandler import StopUpload
 
+from conversations import services
 from conversations.api.uploads import MULTIPART_SLACK, UploadLimitHandler
 from conversations.models import Attachment, AuditEvent
+from conversations.services.attachments import READING
 from tests.conftest import bearer_client
 from tools.documents.limits import MAX_UPLOAD_BYTES, SUPPORTED
 
@@ -87,32 +87,6 @@ def test_the_limit_counts_what_streams_in_whatever_the_length_says():
     assert not UploadLimitHandler(limit=10).body_too_large(None)
 
 
-async def test_the_asgi_guard_answers_413_without_reading_the_body(conversation):
-    from agentchat.asgi import application
-
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": "POST",
-        "path": f"/api/assistant/conversations/{conversation.pk}/attachments/",
-        "raw_path": b"",
-        "query_string": b"",
-        "root_path": "",
-        "scheme": "http",
-        "headers": [(b"host", b"localhost"), (b"content-length", str(50 * 1024 * 1024).encode())],
-        "client": ("127.0.0.1", 1234),
-        "server": ("127.0.0.1", 80),
-    }
-    app = ApplicationCommunicator(application, scope)
-    # Nothing of the body is sent: an answer proves that none of it was waited for.
-    start = await app.receive_output(timeout=2)
-    body = await app.receive_output(timeout=2)
-    await app.wait(timeout=1)
-
-    assert start["status"] == 413
-    assert json.loads(body["body"])["code"] == "TOO_LARGE"
-
-
 def test_a_program_named_pdf_claims_a_format_it_is_not(upload):
     response = upload("invoice.pdf", samples.windows_exe())
 
@@ -170,6 +144,27 @@ def test_a_pdf_with_circular_references_is_stopped_at_the_time_limit(upload, set
     settings.DOCUMENT_PARSE_TIMEOUT = 1
 
     assert_rejected(upload("loop.pdf", samples.circular_pdf()), 422, "UNPROCESSABLE", "longer than 1 seconds")
+    assert_still_serving(upload)
+
+
+def test_a_pdf_of_nested_drawings_is_given_up_within_seconds(upload):
+    """A few KB that would hold a reader for minutes: its one page gets its two seconds of processor time."""
+    assert_rejected(
+        upload("nested.pdf", samples.nested_xobjects_pdf()), 422, "UNPROCESSABLE", "it took more than 2 seconds"
+    )
+    assert_still_serving(upload)
+
+
+def test_files_being_read_at_once_are_limited_per_person(settings, alice, bob, upload, bob_api):
+    settings.UPLOAD_PARSES_PER_USER = 1
+    bobs = services.conversation_create(owner=bob)
+    with READING.hold(alice.pk, 1):  # a file of alice's is being read, on this process or another
+        body = assert_rejected(upload("second.csv", samples.csv_bytes([("a",), (1,)])), 429, "RATE_LIMITED")
+        assert "Too many of your files are being read at once (at most 1)" in body["error"]
+        assert upload("bobs.csv", samples.csv_bytes([("a",), (1,)]), to=bobs, client=bob_api).status_code == 201
+    Attachment.objects.all().delete()
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.ATTACHMENT_REJECTED)
+    assert event.data["code"] == "RATE_LIMITED"
     assert_still_serving(upload)
 
 

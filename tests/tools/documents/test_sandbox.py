@@ -9,8 +9,10 @@ import pytest
 
 from tools.documents import sandbox
 from tools.documents.exceptions import ReadersBusy, Unreadable
+from tools.documents.limits import Limits
+from tools.documents.parsing import parse_file
 
-from . import targets
+from . import samples, targets
 
 MiB = 1024 * 1024
 BUDGET = sandbox.Budget(seconds=5, memory_bytes=256 * MiB, file_bytes=8 * MiB)
@@ -64,3 +66,38 @@ def test_when_every_slot_is_taken_the_reader_is_busy(monkeypatch):
 
     with pytest.raises(ReadersBusy):
         sandbox.run(targets.echo, 1, budget=sandbox.Budget(seconds=0.1, memory_bytes=MiB, file_bytes=MiB))
+
+
+def test_each_format_is_read_within_its_processor_time(tmp_path):
+    source = tmp_path / "big.csv"
+    source.write_bytes(samples.large_csv(200_000))
+    limits = Limits(cpu_seconds={**Limits().cpu_seconds, "csv": 0.05})
+
+    with pytest.raises(Unreadable, match=r"this CSV file took more than 0\.05 seconds of processor time"):
+        sandbox.run(parse_file, str(source), str(tmp_path / "content"), "big.csv", limits, budget=BUDGET)
+
+
+def test_a_page_of_nested_drawings_is_given_up_after_its_seconds(tmp_path):
+    source = tmp_path / "nested.pdf"
+    source.write_bytes(samples.nested_xobjects_pdf())
+    limits = Limits(pdf_page_seconds=0.5)
+    started = time.process_time()
+
+    with pytest.raises(Unreadable, match=r"none of its pages can be read \(it took more than 0\.5 seconds\)"):
+        sandbox.run(parse_file, str(source), str(tmp_path / "content"), "nested.pdf", limits, budget=BUDGET)
+
+    assert time.process_time() - started < 1  # this process never read it
+
+
+def test_a_pdf_past_its_budget_keeps_the_pages_read_in_time(tmp_path):
+    lines = [(72, 800 - 12 * row, f"Line {row} of a long report about revenue by region") for row in range(60)]
+    source = tmp_path / "long.pdf"
+    source.write_bytes(samples.pdf_with_pages([samples.text_ops(lines, size=9)] * 400))
+    limits = Limits(cpu_seconds={**Limits().cpu_seconds, "pdf": 0.5})
+
+    parsed = sandbox.run(parse_file, str(source), str(tmp_path / "content"), "long.pdf", limits, budget=BUDGET)
+
+    assert 0 < parsed.meta["pages_read"] < 400
+    assert parsed.meta["pages"] == 400
+    assert f"Only the first {parsed.meta['pages_read']} of 400 pages were read" in parsed.text
+    assert "longer than the 0.5 seconds allowed" in parsed.text

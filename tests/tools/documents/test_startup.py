@@ -26,7 +26,7 @@ def test_defaults(env):
 
     assert (config["LLM_VISION"], config["DOCUMENT_PARSE_TIMEOUT"], config["DOCUMENT_PARSE_MEMORY_MB"]) == (
         False,
-        60.0,
+        120.0,
         1024,
     )
     assert "tools.documents" in config["INSTALLED_APPS"]

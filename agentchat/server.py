@@ -1,0 +1,141 @@
+"""daphne, made safe to face the network on its own: `python -m agentchat.server <daphne's arguments>`.
+
+As it comes, daphne (through Twisted) reads a request's whole body before the application sees any of
+it, and parses form bodies on the thread that serves every socket: one large upload stalls everyone.
+Here, instead:
+
+- a request whose declared length is over its route's limit is answered 413 as soon as its headers
+  are in, and one without a length is answered 413 the moment its body passes the limit; nothing more
+  of it is kept, and what the client still sends is read and dropped for a short while, so that the
+  client can read the answer instead of meeting a reset connection;
+- Twisted parses no form body (`parsePOSTFormSubmission=False`): Django reads it, off that thread;
+- a request Twisted cannot frame (a broken chunked body, a bad header line) gets the one error shape,
+  not a bare "400 Bad Request";
+- a WebSocket message over `FRAME_READ_LIMIT` closes the socket with 1009 (autobahn, by default,
+  drops the TCP connection without a close frame); a message between the protocol's 1 MiB and that
+  is read, and answered `TOO_LARGE` by the consumer.
+
+daphne builds its factories inside `Server.run()` from the names `daphne.server.HTTPFactory` and
+`daphne.server.WebSocketFactory` and offers no other way in, so `main()` puts ours under those names.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import partial
+
+import daphne.server
+from daphne.cli import CommandLineInterface
+from daphne.http_protocol import HTTPFactory, WebRequest
+from daphne.ws_protocol import WebSocketFactory
+from twisted.web import http
+
+from conversations.api.uploads import ATTACHMENTS_PATH, MULTIPART_SLACK
+from tools.documents.limits import MAX_UPLOAD_BYTES, MiB
+
+BODY_LIMIT = MiB
+UPLOAD_BODY_LIMIT = MAX_UPLOAD_BYTES + MULTIPART_SLACK
+# Frames up to this are read (and refused by the consumer past 1 MiB); a longer one closes the socket.
+FRAME_READ_LIMIT = 4 * MiB
+# How long a refused request's remaining body is read and dropped before the connection is cut.
+LINGER_SECONDS = 5
+
+
+def body_limit(path: bytes) -> int:
+    """The most bytes a request body to `path` may have."""
+    route = path.split(b"?", 1)[0].decode("latin-1")
+    return UPLOAD_BODY_LIMIT if ATTACHMENTS_PATH.match(route) else BODY_LIMIT
+
+
+def too_large(limit: int) -> dict:
+    if limit == UPLOAD_BODY_LIMIT:
+        message = f"The file is larger than {MAX_UPLOAD_BYTES // MiB} MB, the most accepted."
+    else:
+        message = f"The request body is larger than {limit // MiB} MB, the most accepted."
+    return {"error": message, "code": "TOO_LARGE"}
+
+
+class GuardedRequest(WebRequest):
+    """Counts the body as it arrives; the channel refuses it once it passes the limit."""
+
+    body_limit = BODY_LIMIT
+    received = 0
+
+    def handleContentChunk(self, data: bytes) -> None:
+        if self.channel.refused:
+            return
+        self.received += len(data)
+        if self.received > self.body_limit:
+            self.channel.refuse(413, b"Content Too Large", too_large(self.body_limit))
+            return
+        super().handleContentChunk(data)
+
+
+class GuardedChannel(http.HTTPChannel):
+    """Plain HTTP/1.1: this server terminates no TLS, so there is no HTTP/2 to negotiate."""
+
+    refused = False
+
+    def allHeadersReceived(self) -> None:
+        # `_path` is the request line's target, the only place it is known before the body is read.
+        limit = body_limit(self._path)
+        if self.length is not None and self.length > limit:
+            self.refuse(413, b"Content Too Large", too_large(limit))
+            return
+        self.requests[-1].body_limit = limit
+        super().allHeadersReceived()
+
+    def dataReceived(self, data: bytes) -> None:
+        if not self.refused:
+            super().dataReceived(data)
+
+    def allContentReceived(self) -> None:
+        if not self.refused:
+            super().allContentReceived()
+
+    def _respondToBadRequestAndDisconnect(self) -> None:
+        self.refuse(400, b"Bad Request", {"error": "The request is malformed.", "code": "INVALID"})
+
+    def refuse(self, status: int, reason: bytes, body: dict) -> None:
+        """Answer now, in the one error shape, and take nothing more from this connection."""
+        if self.refused:
+            return
+        self.refused = True
+        payload = json.dumps(body).encode()
+        head = (
+            b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+            % (status, reason, len(payload))
+        )
+        self.transport.write(head + payload)
+        self.transport.loseWriteConnection()
+        self.setTimeout(LINGER_SECONDS)
+
+
+class GuardedHTTPFactory(HTTPFactory):
+    protocol = GuardedChannel
+
+    def buildProtocol(self, addr):
+        channel = super().buildProtocol(addr)
+        channel.requestFactory = partial(GuardedRequest, parsePOSTFormSubmission=False)
+        return channel
+
+
+class ClosingWebSocketFactory(WebSocketFactory):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.setProtocolOptions(failByDrop=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    daphne.server.HTTPFactory = GuardedHTTPFactory
+    daphne.server.WebSocketFactory = ClosingWebSocketFactory
+    interface = CommandLineInterface()
+    interface.parser.set_defaults(
+        websocket_max_message_size=FRAME_READ_LIMIT, websocket_max_frame_size=FRAME_READ_LIMIT
+    )
+    interface.run(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    main()
