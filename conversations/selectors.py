@@ -273,6 +273,7 @@ def provider_history(conversation: Conversation, *, file_tokens: int = 0, vision
                     "content": message.content,
                     "tool_call_id": message.tool_call_id,
                     "name": message.tool_name,
+                    "outcome": message.outcome or "done",
                 }
             )
         elif message.role == Message.Role.USER and message.attachments.all():

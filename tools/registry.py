@@ -42,18 +42,26 @@ class ToolExample(TypedDict):
     args: dict[str, Any]
 
 
+# How a tool says in a person's language ("en" or "ru") what its output means: (output, language) -> text.
+Summary = Callable[[Any, str], str]
+
+
 class ToolSchema(TypedDict):
     """A tool as every provider is told about it: `parameters` is a JSON Schema object.
 
-    `examples`, when the tool declares any, are for small models: the local provider shows the ones most like
-    the request as earlier turns. The openai-compatible provider leaves them out (large models do not need them,
-    and they would cost tokens on every request).
+    The rest is for small models, and the openai-compatible provider leaves it out (large models do not need it,
+    and it would cost tokens on every request): `examples`, which the local provider shows as earlier turns;
+    `action_words`, for a tool that waits for the user's approval, the words of which one must be in a request
+    before the local model may call it; `summarize`, which tells what a result means, so that the local model's
+    answer repeats only what the tool returned.
     """
 
     name: str
     description: str
     parameters: dict[str, Any]
     examples: NotRequired[list[ToolExample]]
+    action_words: NotRequired[list[str]]
+    summarize: NotRequired[Summary]
 
 
 @dataclass
@@ -219,6 +227,10 @@ class Tool:
     # Typical requests with the arguments they call for, e.g. ("Deploy dashboard 3 to staging", {...}); left out of
     # comparisons and the hash (the arguments are dicts), so a Tool stays hashable.
     examples: tuple[tuple[str, dict[str, Any]], ...] = field(default=(), compare=False)
+    # Regular expressions, any one of which a request must match before a small model may call a tool that waits
+    # for approval; none given, the first word of the tool's name (deploy_dashboard: "deploy").
+    action_words: tuple[str, ...] = ()
+    summarize: Summary | None = field(default=None, compare=False)
 
     def schema(self) -> ToolSchema:
         parameters = self.args_model.model_json_schema()
@@ -226,6 +238,11 @@ class Tool:
         schema: ToolSchema = {"name": self.name, "description": self.description, "parameters": parameters}
         if self.examples:
             schema["examples"] = [ToolExample(request=request, args=dict(args)) for request, args in self.examples]
+        if self.requires_confirmation:
+            verb = self.name.split("__")[-1].split("_")[0]
+            schema["action_words"] = list(self.action_words) or [rf"\b{verb}"]
+        if self.summarize is not None:
+            schema["summarize"] = self.summarize
         return schema
 
     @property
@@ -354,13 +371,15 @@ class ToolRegistry:
         timeout: float = DEFAULT_TIMEOUT,
         slow: bool = False,
         examples: Iterable[tuple[str, dict[str, Any]]] = (),
+        action_words: Iterable[str] = (),
+        summarize: Summary | None = None,
     ):
         """Register `func(args: Model, ctx: ToolContext)`; its docstring is the description the model reads.
 
         A `slow` tool, or one whose `timeout` is over BACKGROUND_AFTER, runs as a background job in the worker.
 
         `examples` are typical requests with their arguments (checked against the model here); small models
-        are shown the ones most like what the user asked.
+        are shown the ones most like what the user asked. `action_words` and `summarize`: see ToolSchema.
         """
         examples = tuple((request, dict(args)) for request, args in examples)
 
@@ -382,6 +401,8 @@ class ToolRegistry:
                 timeout=timeout,
                 slow=slow,
                 examples=examples,
+                action_words=tuple(action_words),
+                summarize=summarize,
             )
             for request, args in examples:
                 try:

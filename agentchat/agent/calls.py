@@ -179,7 +179,13 @@ def with_every_result(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def close_open() -> None:
         for call_id, name in open_calls.items():
             fixed.append(
-                {"role": "tool", "tool_call_id": call_id, "name": name, "content": "Error: no result was recorded."}
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "name": name,
+                    "content": "Error: no result was recorded.",
+                    "outcome": Outcome.UNKNOWN,
+                }
             )
         open_calls.clear()
 

@@ -133,4 +133,12 @@ class AgentRun:
             else:
                 self.seq += 1
                 yield result_event(step, run_id=self.run_id, seq=self.seq, tool_call_id=call_id, tool=name)
-                history.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": step.content})
+                history.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call_id,
+                        "name": name,
+                        "content": step.content,
+                        "outcome": step.outcome,
+                    }
+                )

@@ -181,6 +181,12 @@ def test_every_tool_call_reaches_the_provider_with_its_result():
         orphaned[0],
         orphaned[1],
         orphaned[2],
-        {"role": "tool", "tool_call_id": "b", "name": "deploy", "content": "Error: no result was recorded."},
+        {
+            "role": "tool",
+            "tool_call_id": "b",
+            "name": "deploy",
+            "content": "Error: no result was recorded.",
+            "outcome": "unknown",
+        },
         orphaned[3],
     ]

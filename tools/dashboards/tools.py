@@ -4,7 +4,9 @@ Each tool's examples, typical requests in English and Russian, are what the smal
 most like the request); single-digit ids, because a longer one, say 31, got copied onto a request for dashboard 3.
 
 Permissions, one per tool (app label `dashboards`): reading needs `view_dashboard`; each tool that changes
-something needs the permission named like the tool, and the dangerous three wait for the user's approval.
+something needs the permission named like the tool, and the dangerous three wait for the user's approval. The
+small local model may call one of those three only when the request says its action in words (`action_words`:
+English, then Russian stems); a question about the same dashboard goes to dashboard_health.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pydantic import Field, field_validator
 
 from tools.registry import ToolArgs, ToolContext, registry
 
-from . import selectors, services
+from . import selectors, services, summaries
 from .models import MAIN_BRANCH, Dashboard, Deployment, ValidationProblem
 from .permissions import COMMIT, CREATE_BRANCH, DEPLOY, EXECUTE_MIGRATION, VIEW
 
@@ -117,6 +119,7 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
 
 @registry.tool(
     permission=VIEW,
+    summarize=summaries.search,
     examples=[
         ("Which dashboards have validation problems?", {"has_validation_problems": True}),
         ("покажи дашборды с проблемами валидации", {"has_validation_problems": True}),
@@ -160,12 +163,15 @@ def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
 
 @registry.tool(
     permission=VIEW,
+    summarize=summaries.health,
     examples=[
         ("How healthy is dashboard 3?", {"dashboard_id": 3}),
         ("Show the validation problems of dashboard 8", {"dashboard_id": 8}),
         ("Is dashboard 6 ready for production?", {"dashboard_id": 6}),
         ("Какие проблемы у дашборда 5?", {"dashboard_id": 5}),
         ("Расскажи о дашборде 2", {"dashboard_id": 2}),
+        ("Что с дашбордом 4?", {"dashboard_id": 4}),
+        ("Какие миграции ждут дашборд 7?", {"dashboard_id": 7}),
     ],
 )
 def dashboard_health(args: DashboardArgs, ctx: ToolContext) -> dict[str, Any]:
@@ -216,6 +222,7 @@ def dashboard_health(args: DashboardArgs, ctx: ToolContext) -> dict[str, Any]:
 
 @registry.tool(
     permission=CREATE_BRANCH,
+    summarize=summaries.branch,
     examples=[
         ("Create a branch of dashboard 5", {"dashboard_id": 5}),
         ("New branch fix-filter on dashboard 7", {"dashboard_id": 7, "name": "fix-filter"}),
@@ -241,6 +248,11 @@ def create_branch(args: BranchArgs, ctx: ToolContext) -> dict[str, Any]:
 @registry.tool(
     permission=DEPLOY,
     requires_confirmation=True,
+    summarize=summaries.deployment,
+    action_words=[
+        r"\b(deploy|release|publish|ship|push|roll out|promote)",
+        r"\b(выкат|выкладыв|выложи|задепло|деплой|разверн|развёрт|разверт|опублик|публик|релиз)",
+    ],
     examples=[
         ("Deploy dashboard 3 to staging", {"dashboard_id": 3, "environment": "staging"}),
         ("Release dashboard 4 to prod", {"dashboard_id": 4, "environment": "production"}),
@@ -272,6 +284,11 @@ def deploy_dashboard(args: DeployArgs, ctx: ToolContext) -> dict[str, Any]:
 @registry.tool(
     permission=EXECUTE_MIGRATION,
     requires_confirmation=True,
+    summarize=summaries.migration,
+    action_words=[
+        r"\b(execute|run|apply|perform|migrate)\b",
+        r"\b(выполн|запуст|примени|примен|провед|провест|накат|мигрир|смигрир)",
+    ],
     examples=[
         ("Execute the next migration for dashboard 1", {"dashboard_id": 1}),
         ("Migrate the data model of dashboard 9", {"dashboard_id": 9}),
@@ -300,6 +317,11 @@ def execute_migration(args: MigrationArgs, ctx: ToolContext) -> dict[str, Any]:
 @registry.tool(
     permission=COMMIT,
     requires_confirmation=True,
+    summarize=summaries.commit,
+    action_words=[
+        r"\b(commit|save|check in)\b",
+        r"\b(закомм|коммит|сохран|зафиксир|фиксир)",
+    ],
     examples=[
         ("Commit dashboard 5", {"dashboard_id": 5}),
         ("Сохрани изменения дашборда 3", {"dashboard_id": 3}),

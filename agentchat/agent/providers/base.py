@@ -21,7 +21,8 @@ class ImagePart(TypedDict):
 
 
 class ChatMessage(TypedDict):
-    """One message of history. `tool_calls` only on assistant messages, `tool_call_id`/`name` only on tool ones.
+    """One message of history. `tool_calls` only on assistant messages, `tool_call_id`/`name`/`outcome` only on
+    tool ones (`outcome`: how the call ended, "done", "rejected", "error"…, as calls.Outcome says).
 
     `images` only on user messages, and only for vision-capable models (LLM_VISION); providers that cannot
     show images leave them out.
@@ -32,6 +33,7 @@ class ChatMessage(TypedDict):
     tool_calls: NotRequired[list[ToolCall]]
     tool_call_id: NotRequired[str]
     name: NotRequired[str]
+    outcome: NotRequired[str]
     images: NotRequired[list[ImagePart]]
 
 

@@ -93,6 +93,7 @@ def evaluate(llm: Llama, tokens: list[int], watch: Watch) -> None:
     for start in range(kept, len(tokens), EVAL_CHUNK):
         watch.check()
         llm.eval(tokens[start : start + EVAL_CHUNK])
+        watch.progressed()
 
 
 def log_likelihoods(llm: Llama, candidates: dict[str, list[int]], watch: Watch) -> dict[str, float]:
@@ -141,6 +142,7 @@ def generate(
     try:
         for chunk in chunks:
             watch.check()
+            watch.progressed()
             choice = chunk["choices"][0]
             piece = choice["text"]
             if piece:

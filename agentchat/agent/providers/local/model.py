@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -105,23 +104,29 @@ class Stopped(Exception):
     """The consumer went away: end the generation quietly."""
 
 
-@dataclass(frozen=True)
 class Watch:
-    """What a generation checks between steps: whether anyone still listens, and whether its time is up."""
+    """What a generation checks between steps: whether anyone still listens, and whether it has moved on lately.
 
-    stop: threading.Event
-    deadline: float
-    timeout: float
+    The time limit is on progress, not on the whole answer: each piece of the prompt read and each token written
+    gives it `timeout` seconds more, so a long answer that keeps coming is never cut, and a stuck one is.
+    """
 
-    @classmethod
-    def starting_now(cls, stop: threading.Event, timeout: float) -> Watch:
-        return cls(stop=stop, deadline=time.monotonic() + timeout, timeout=timeout)
+    def __init__(self, stop: threading.Event, timeout: float):
+        self.stop = stop
+        self.timeout = timeout
+        self.progressed()
+
+    def progressed(self) -> None:
+        self.deadline = time.monotonic() + self.timeout
 
     def check(self) -> None:
         if self.stop.is_set():
             raise Stopped
         if time.monotonic() > self.deadline:
-            raise ProviderError(f"The local model did not finish within {self.timeout:g} s.")
+            raise ProviderError(
+                f"The local model made no progress for {self.timeout:g} s: it runs on this server's processor, "
+                "which may be busy."
+            )
 
 
 @contextmanager

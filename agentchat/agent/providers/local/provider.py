@@ -10,6 +10,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING
 
 from ..base import ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta
+from . import answers
 from .chatml import chat_prompt, prompt_tokens, to_chatml_messages
 from .llama import TEXT_SAMPLING, generate
 from .model import (
@@ -23,7 +24,7 @@ from .model import (
     resolve_model_path,
     run_in_worker,
 )
-from .routing import decide
+from .routing import decide, language_of
 
 if TYPE_CHECKING:
     from .. import ProviderConfig
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 512
+# Small talk and general questions get a short reply: the longer it writes, the more a 135M model makes up.
+SMALL_TALK_TOKENS = 96
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 
 
@@ -71,7 +74,7 @@ class LocalProvider:
                 seen_text = True
 
     def _work(self, params: ProviderChatParams, emit: Emit, stop: threading.Event) -> None:
-        watch = Watch.starting_now(stop, self.timeout)
+        watch = Watch(stop, self.timeout)
         try:
             with exclusive_use(watch):
                 # Emitted before the lock is released, so concurrent streams never interleave.
@@ -89,18 +92,32 @@ class LocalProvider:
         history = to_chatml_messages(params.messages)
         # Always a system message: without one the template injects "You are ... SmolLM".
         system_prompt = params.system_prompt or DEFAULT_SYSTEM_PROMPT
-        # Decide only right after the user spoke. After a tool result SmolLM2 repeated the same call every time
-        # we tried, which would spin the run up to AGENT_MAX_ROUNDS; so one tool round per user turn, then words.
-        if params.tools and history and history[-1]["role"] == "user":
-            call = decide(llm, system_prompt, history, params.tools, watch)
-            if call is not None:
-                return ProviderChatResponse(content="", tool_calls=[call], finish_reason="tool_calls")
+        last = params.messages[-1] if params.messages else None
+        if last is not None and last["role"] == "tool":
+            # One tool round per request, then words, and the words are the tools' own (answers.py).
+            return self._say(answers.after_calls(params.messages, params.tools), emit)
+        request = last["content"] if last is not None and last["role"] == "user" else ""
+        if request and params.tools:
+            decision = decide(llm, system_prompt, history, params.tools, watch)
+            if decision.call is not None:
+                return ProviderChatResponse(content="", tool_calls=[decision.call], finish_reason="tool_calls")
+            if decision.unsure is not None:
+                return self._say(answers.unsure(request, list(decision.unsure)), emit)
+            if language_of(request) == "ru":
+                return self._say(answers.no_tool_in_russian(request, params.tools), emit)
         text, finish_reason = generate(
             llm,
             prompt_tokens(llm, chat_prompt(llm, [{"role": "system", "content": system_prompt}, *history])),
             watch,
-            max_tokens=params.max_tokens or DEFAULT_MAX_TOKENS,
+            max_tokens=min(params.max_tokens or DEFAULT_MAX_TOKENS, SMALL_TALK_TOKENS),
             sampling=TEXT_SAMPLING,
             on_text=lambda piece: emit(TextDelta(piece)),
         )
         return ProviderChatResponse(content=text, finish_reason=finish_reason)
+
+    @staticmethod
+    def _say(text: str, emit: Emit) -> ProviderChatResponse:
+        """A written answer, streamed line by line like a generated one."""
+        for line in text.splitlines(keepends=True):
+            emit(TextDelta(line))
+        return ProviderChatResponse(content=text, finish_reason="stop")

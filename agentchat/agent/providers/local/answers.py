@@ -1,0 +1,113 @@
+"""What the local provider says without letting the model write it, in the person's language (English or Russian).
+
+A 135M model writes fluent sentences about a tool's result that are often false: numbers it never saw, titles from
+the examples. So after a call the answer is the tool's own summary of its result (ToolSchema.summarize), or the
+result itself; a call that did not run is told as such; when the decision cannot tell two tools apart, it asks; and
+in Russian, where the model's own sentences are not readable, it says plainly what it can do.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from django.utils import translation
+from django.utils.translation import gettext as _
+
+from ..base import ChatMessage, ToolSchema
+from .routing import closest_example, language_of
+
+logger = logging.getLogger(__name__)
+
+# A result shown as it is, when its tool has no summary, is cut to this many characters.
+SHOWN_RESULT = 1500
+
+
+def last_request(history: list[ChatMessage]) -> str:
+    return next((message["content"] for message in reversed(history) if message["role"] == "user"), "")
+
+
+def latest_results(history: list[ChatMessage]) -> list[ChatMessage]:
+    """The tool messages that answer the last assistant turn's calls."""
+    results: list[ChatMessage] = []
+    for message in reversed(history):
+        if message["role"] != "tool":
+            break
+        results.append(message)
+    return list(reversed(results))
+
+
+def after_calls(history: list[ChatMessage], tools: list[ToolSchema]) -> str:
+    """The answer to the latest tool results: each one's summary, in the language of the request."""
+    language = language_of(last_request(history))
+    by_name = {tool["name"]: tool for tool in tools}
+    with translation.override(language):
+        return "\n\n".join(
+            _result(message, by_name.get(message.get("name", "")), language) for message in latest_results(history)
+        )
+
+
+def _result(message: ChatMessage, tool: ToolSchema | None, language: str) -> str:
+    name = message.get("name") or "tool"
+    content = message["content"]
+    outcome = message.get("outcome", "done")
+    if outcome != "done":
+        return _not_done(outcome, name, content.removeprefix("Error: "))
+    summarize = tool.get("summarize") if tool else None
+    if summarize is not None:
+        try:
+            output = json.loads(content)
+        except ValueError:
+            output = content
+        try:
+            return summarize(output, language)
+        except Exception:
+            logger.warning("the summary of %s failed; its result is shown as it is", name, exc_info=True)
+    shown = content if len(content) <= SHOWN_RESULT else content[: SHOWN_RESULT - 1] + "…"
+    return _("`%(tool)s` returned:") % {"tool": name} + f"\n\n```\n{shown}\n```"
+
+
+def _not_done(outcome: str, name: str, detail: str) -> str:
+    words = {
+        "rejected": _("You rejected `%(tool)s`, so it did not run."),
+        "denied": _("You may not use `%(tool)s`, so it did not run."),
+        "unavailable": _("`%(tool)s` is no longer available, so it did not run."),
+        "cancelled": _("`%(tool)s` was stopped before it finished."),
+        "unknown": _(
+            "The server stopped while `%(tool)s` was running, so whether it took effect is not known. "
+            "Check before asking again."
+        ),
+        "invalid": _("`%(tool)s` could not run with those arguments: %(detail)s"),
+    }
+    sentence = words.get(outcome, _("`%(tool)s` did not succeed: %(detail)s"))
+    return sentence % {"tool": name, "detail": detail}
+
+
+def _quoted(texts: list[str], language: str) -> list[str]:
+    return [f"«{text}»" if language == "ru" else f"“{text}”" for text in texts]
+
+
+def unsure(request: str, tools: list[ToolSchema]) -> str:
+    """A short question, when the request could be for either of two tools: an example of each, to say which."""
+    language = language_of(request)
+    examples = _quoted([found for tool in tools if (found := closest_example(request, tool, language))], language)
+    with translation.override(language):
+        if len(examples) < 2:
+            return _("I am not sure what you would like me to do. Could you say it in other words?")
+        return _("I am not sure what you would like me to do. Did you mean something like %(first)s or %(second)s?") % {
+            "first": examples[0],
+            "second": examples[1],
+        }
+
+
+def no_tool_in_russian(request: str, tools: list[ToolSchema]) -> str:
+    """What the demo model says to a Russian request for no tool: its own Russian is not readable."""
+    examples = _quoted([found for tool in tools if (found := closest_example(request, tool, "ru"))][:3], "ru")
+    with translation.override("ru"):
+        text = _(
+            "I am the demo model that runs on this server: I can only work with the tools, not hold a "
+            "conversation. An administrator can connect a full model (LLM_PROVIDER=openai-compatible)."
+        )
+        if examples:
+            text += " " + _("Try, for example: %(examples)s.") % {"examples": ", ".join(examples)}
+        return text

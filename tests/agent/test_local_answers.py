@@ -1,0 +1,165 @@
+"""What the local provider says without the model writing it (providers/local/answers.py and routing.py's rules):
+tool results told by the tools' own summaries, calls that did not run, a question when it cannot tell, no
+dangerous call unless the request says the action, and arguments held to what the request says."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentchat.agent.providers import ChatMessage, ToolSchema
+from agentchat.agent.providers.local import answers
+from agentchat.agent.providers.local.routing import example_words, grounded, names_its_action, needs_a_number
+from tools.registry import registry
+
+pytestmark = pytest.mark.django_db
+
+
+def schema(name: str) -> ToolSchema:
+    return registry.get(name).schema()
+
+
+def turn(request: str, *results: tuple[str, str, str]) -> list[ChatMessage]:
+    """A request, the calls it made, and their results as (tool, content, outcome)."""
+    calls = [{"id": f"call_{i}", "name": name, "args": {}} for i, (name, _, _) in enumerate(results)]
+    history: list[ChatMessage] = [
+        {"role": "user", "content": request},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+    ]
+    history += [
+        {"role": "tool", "tool_call_id": f"call_{i}", "name": name, "content": content, "outcome": outcome}
+        for i, (name, content, outcome) in enumerate(results)
+    ]
+    return history
+
+
+def test_calls_that_did_not_run_are_told_as_such_in_the_request_language():
+    tools = [schema("deploy_dashboard"), schema("commit_changes")]
+
+    english = answers.after_calls(
+        turn(
+            "Deploy dashboard 3 to staging and commit dashboard 4",
+            ("deploy_dashboard", "Error: rejected by the user. Reason: not today", "rejected"),
+            ("commit_changes", "Error: the server stopped while commit_changes was running…", "unknown"),
+        ),
+        tools,
+    )
+    russian = answers.after_calls(
+        turn("Выкати дашборд 3 на стейджинг", ("deploy_dashboard", "Error: rejected by the user.", "rejected")), tools
+    )
+
+    assert english == (
+        "You rejected `deploy_dashboard`, so it did not run.\n\n"
+        "The server stopped while `commit_changes` was running, so whether it took effect is not known. "
+        "Check before asking again."
+    )
+    assert russian == "Вы отклонили `deploy_dashboard`, поэтому он не выполнялся."
+
+
+def test_a_result_without_a_summary_is_shown_as_it_is():
+    plain: ToolSchema = {"name": "lookup", "description": "Look up.", "parameters": {"type": "object"}}
+
+    text = answers.after_calls(turn("Look it up", ("lookup", '{"answer": 42}', "done")), [plain])
+
+    assert text == '`lookup` returned:\n\n```\n{"answer": 42}\n```'
+
+
+def test_a_failing_summary_falls_back_to_the_result():
+    def broken(output, language):
+        raise KeyError("total")
+
+    tool: ToolSchema = {"name": "count", "description": "Count.", "parameters": {"type": "object"}, "summarize": broken}
+
+    assert answers.after_calls(turn("Count", ("count", "7", "done")), [tool]) == "`count` returned:\n\n```\n7\n```"
+
+
+def test_the_question_it_asks_quotes_an_example_of_each_tool_in_the_persons_language():
+    tools = [schema("dashboard_health"), schema("create_branch")]
+
+    assert answers.unsure("Проверь состояние дашборда 19", tools) == (
+        "Я не уверен, что именно нужно сделать. Вы имели в виду что-то вроде «Какие проблемы у дашборда 5?» или "
+        "«Нужна новая ветка дашборда 8»?"
+    )
+    assert answers.unsure("Check dashboard 19", tools).startswith(
+        "I am not sure what you would like me to do. Did you mean something like “"
+    )
+
+
+def test_a_russian_request_for_no_tool_is_told_what_the_demo_model_can_do():
+    text = answers.no_tool_in_russian("Спокойной ночи!", [schema("search_dashboards"), schema("dashboard_health")])
+
+    assert text.startswith("Я — демонстрационная модель, которая работает прямо на этом сервере")
+    assert "LLM_PROVIDER=openai-compatible" in text
+    assert "Попробуйте, например: «" in text
+
+
+@pytest.mark.parametrize(
+    ("request_text", "allowed"),
+    [
+        ("Deploy dashboard 9 to staging", True),
+        ("Please deploy dashboard 9 to production", True),
+        ("Could you deploy dashboard 9?", True),
+        ("Выкати дашборд 9 в прод", True),
+        ("Можешь опубликовать дашборд 14 на стейджинге?", True),
+        ("Is it safe to deploy dashboard 9 to production?", False),
+        ("Can dashboard 7 go to production?", False),
+        ("What happens when I deploy dashboard 3?", False),
+        ("Можно ли выкатить дашборд 9?", False),
+        ("How healthy is dashboard 3?", False),
+    ],
+)
+def test_a_tool_that_waits_for_approval_is_offered_only_when_the_request_asks_for_its_action(request_text, allowed):
+    assert names_its_action(request_text, schema("deploy_dashboard")) is allowed
+    assert names_its_action(request_text, schema("dashboard_health"))  # a tool that reads is always offered
+
+
+def test_migration_words_are_not_the_action_of_migrating():
+    migrate = schema("execute_migration")
+
+    assert not names_its_action("What migrations are pending on dashboard 42?", migrate)
+    assert names_its_action("Run the pending migration of dashboard 42", migrate)
+    assert names_its_action("Примени миграции дашборда 5", migrate)
+
+
+def test_without_declared_words_the_first_word_of_the_name_is_the_action():
+    assert schema("deploy_dashboard")["action_words"][0].startswith(r"\b(deploy")
+    assert "action_words" not in schema("search_dashboards")
+
+
+def test_a_tool_that_needs_an_id_is_one_that_needs_a_number():
+    assert needs_a_number(schema("dashboard_health"))
+    assert not needs_a_number(schema("search_dashboards"))
+
+
+def test_arguments_are_held_to_what_the_request_says():
+    tools = [
+        schema(name) for name in ("search_dashboards", "dashboard_health", "execute_migration", "deploy_dashboard")
+    ]
+    common = example_words(tools)
+
+    migration = grounded(schema("execute_migration"), "Run migration 5 of dashboard 3", common)["properties"]
+    assert migration["dashboard_id"]["enum"] == [3]  # the number after "dashboard"
+    assert migration["migration_id"]["anyOf"][0]["enum"] == [5]
+
+    search = grounded(schema("search_dashboards"), "Show me Maria Ivanova's dashboards", common)
+    phrases = search["properties"]["owner"]["enum"]
+    assert "Maria Ivanova's" in phrases and "Maria" in phrases
+    assert not any(phrase.lower().startswith(("show", "me ")) or phrase.endswith("dashboards") for phrase in phrases)
+    assert "" not in phrases
+
+    drafts = grounded(schema("search_dashboards"), "Which dashboards are still drafts?", common)
+    assert drafts["properties"]["status"]["anyOf"] == [{"enum": ["draft"], "type": "string"}]
+    assert "status" in drafts["required"]
+
+    deploy = grounded(schema("deploy_dashboard"), "Ship dashboard 5 to staging", common)["properties"]
+    assert deploy["environment"]["enum"] == ["staging"]
+    assert deploy["dashboard_id"]["enum"] == [5]
+
+
+def test_a_field_the_request_says_nothing_for_keeps_its_schema():
+    common = example_words([schema("dashboard_health")])
+
+    health = grounded(schema("dashboard_health"), "How is the sales dashboard?", common)
+
+    assert (
+        health["properties"]["dashboard_id"] == schema("dashboard_health")["parameters"]["properties"]["dashboard_id"]
+    )
