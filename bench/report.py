@@ -15,7 +15,10 @@ TARGETS = {
     "added_ttft_p50_500": 25.0,
     "tokens_per_s_per_process_50": 20_000,
     "idle_socket_kb": 64.0,
+    # The longest another person's socket may wait for a pong while a 60 MB body is refused (the front-door tests').
+    "pong_wait_ms_refusing": 1000.0,
 }
+MiB = 1024 * 1024
 
 
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
@@ -178,6 +181,79 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _grid(rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
+    widths = [max(len(row[index]) for row in rows) for index in range(len(rows[0]))]
+    lines = [
+        " | ".join(
+            cell.ljust(width) if index in left else cell.rjust(width)
+            for index, (cell, width) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    lines.insert(1, "-+-".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def _pongs(window: dict[str, Any]) -> str:
+    """The longest pong wait (ms), the pings, and how late the driver's own loop was at most (its share)."""
+    lag = window.get("driver_loop_lag_max_ms")
+    return f"{fmt(window['max_pong_wait_ms'])} ({window['pings']}; driver lag {fmt(lag)})"
+
+
+def front_door_tables(front: dict[str, Any]) -> str:
+    """The uploads, then the refused bodies, each with the longest pong wait on the other sockets meanwhile."""
+    uploads = [
+        ["upload", "bytes", "answer", "seconds to it", "what the server read or said", "longest pong wait ms (pings)"]
+    ]
+    for item in front.get("uploads", []):
+        uploads.append(
+            [
+                item["format"].upper(),
+                f"{item['size_bytes']:,} ({item['size_bytes'] / MiB:.2f} MiB)",
+                f"{fmt(item['status'])} {item.get('code') or ''}".strip(),
+                fmt(item["seconds"], 2),
+                _read(item) if item["status"] == 201 else item.get("error", ""),
+                _pongs(item),
+            ]
+        )
+    refusals = [
+        [
+            "60 MB body",
+            "sent before the answer",
+            "answer",
+            "ms to it",
+            "then: all 60 MB pushed",
+            "longest pong wait ms (pings): to the answer; to the end",
+        ]
+    ]
+    for item in front.get("refusals", []):
+        refusals.append(
+            [
+                item["body"],
+                fmt(item["bytes_sent_before_answer"]),
+                f"{fmt(item['status'])} {item.get('code') or item.get('error') or ''}".strip(),
+                fmt(item["seconds_to_answer"] * 1000 if item["seconds_to_answer"] is not None else None),
+                f"{item['bytes_sent']:,} bytes in {item['seconds']:.2f} s, {item['ended']}",
+                f"{_pongs(item['to_the_answer'])}; {_pongs(item)}",
+            ]
+        )
+    return _grid(uploads, left=(0, 4)) + "\n\n" + _grid(refusals, left=(0, 4))
+
+
+def _read(item: dict[str, Any]) -> str:
+    """What the server says it read of an upload, in a few words."""
+    meta = item.get("meta") or {}
+    kind = item.get("kind")
+    if kind == "pdf":
+        return f"{meta.get('pages_read', 0):,} of {meta.get('pages', 0):,} pages read"
+    if kind == "xlsx":
+        sheets = meta.get("sheets") or [{}]
+        return f"{meta.get('rows', 0):,} rows × {sheets[0].get('columns', 0)} columns"
+    if kind == "csv":
+        return f"{meta.get('rows', 0):,} rows × {meta.get('columns', 0)} columns"
+    return ""
+
+
 def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     by_streams = {level["streams"]: level for level in report["levels"]}
     checks = []
@@ -231,6 +307,31 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             "≤ 64 KB",
             value,
             met,
+        )
+    front = report.get("front_door")
+    if front:
+        uploads = front.get("uploads", [])
+        accepted = [item for item in uploads if item["status"] == 201]
+        add(
+            "a file of just under 10 MB of each format accepted (CSV, XLSX, PDF)",
+            "201 each",
+            ", ".join(f"{item['format']} {fmt(item['status'])}" for item in uploads),
+            len(accepted) == len(uploads) == 3,
+        )
+        refusals = front.get("refusals", [])
+        add(
+            "a 60 MB body refused (declared, chunked)",
+            "413 TOO_LARGE each",
+            ", ".join(f"{item['body']} {fmt(item['status'])} {item.get('code') or ''}".strip() for item in refusals),
+            len(refusals) == 2 and all((item["status"], item.get("code")) == (413, "TOO_LARGE") for item in refusals),
+        )
+        during = front.get("during_refusals") or {}
+        value = during.get("max_pong_wait_ms")
+        add(
+            f"longest pong wait on another socket while 60 MB bodies are refused ({during.get('pings', 0)} pings)",
+            "≤ 1,000 ms",
+            value,
+            value is not None and value <= TARGETS["pong_wait_ms_refusing"] and not front.get("ping_errors"),
         )
     return checks
 
@@ -321,6 +422,21 @@ def render(report: dict[str, Any], json_path: Path, png_path: Path | None) -> st
         )
         if idle["failed"]:
             lines.append(f"idle sockets: {idle['failed']} did not open, e.g. {idle['first_failure']}")
+    if report.get("front_door"):
+        front = report["front_door"]
+        lines += [
+            "",
+            f"front door, on {front['server']}: files made in {front['files_made_s']:.1f} s, uploaded one after the "
+            f"other; pings on {front['ping_sockets']} other authenticated sockets meanwhile "
+            f"({fmt(front['pings_before']['max_pong_wait_ms'])} ms longest before anything else happened)",
+            front_door_tables(front),
+            f"longest pong wait from the first 60 MB body's head to the second's end: "
+            f"{fmt(front['during_refusals']['max_pong_wait_ms'])} ms ({front['during_refusals']['pings']} pings); "
+            f"peak RSS {front['peak_rss_mb']:.0f} MB; /healthz afterwards {front['healthz_after']}",
+            "",
+        ]
+        if front.get("ping_errors"):
+            lines.append(f"front door: ping errors {front['ping_errors']}")
     if report.get("skipped_levels"):
         lines.append(f"skipped for the time budget: {', '.join(map(str, report['skipped_levels']))} streams")
     if report.get("failure"):

@@ -4,8 +4,9 @@ One process tree: this driver starts the fake provider (bench/fake_provider.py) 
 (bench/server.py: daphne on a throwaway SQLite file, or on a throwaway PostgreSQL database with Redis
 and two daphne processes when DATABASE_URL and REDIS_URL are set), then, for each concurrency level,
 N direct `openai.AsyncOpenAI` streams and N WebSocket clients (each: a conversation of its own made
-over the REST API with a JWT, first-frame auth, one message, read until `run_finished`). It prints a
-table and writes bench/results/bench-<time>.json and .png (and latest.json / latest.png).
+over the REST API with a JWT, first-frame auth, one message, read until `run_finished`); then, once, the
+front door (bench/front_door.py: three 10 MB uploads, two 60 MB bodies refused, pings meanwhile). It
+prints a table and writes bench/results/bench-<time>.json and .png (and latest.json / latest.png).
 
     python -m bench --help
 """
@@ -30,6 +31,7 @@ import openai
 from .checks import Integrity
 from .clients import Api, agentchat_stream, close_sockets, direct_stream, not_opened, open_sockets
 from .fake_provider import DEFAULT_TOKENS, add_pace_arguments
+from .front_door import measure_front_door
 from .measures import difference, idle_sockets, settled_writes, summarize, total_writes
 from .report import chart, hot_spots, machine, render, shown, targets
 from .stack import MemorySampler, Profile, Stack, cpu_seconds, log, rss_kb, start_stack
@@ -203,6 +205,10 @@ async def measure(args: argparse.Namespace, stack: Stack, report: dict[str, Any]
                 report["profile"].update(hot_spots(profile.output, seconds=profile.seconds, rate=profile.RATE))
         sampler.stopping.set()
         report["peak_rss_mb"] = {server.name: rss_kb(server.pid, "VmHWM") / 1024 for server in stack.servers}
+
+        # Once, after the levels (so that their memory figures hold no upload), outside the budget: ~1 minute.
+        if args.uploads:
+            report["front_door"] = await measure_front_door(stack, apis[0], stack.work_dir / "front-door")
     finally:
         await direct.close()
         for api in apis:
@@ -250,7 +256,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--budget",
         type=float,
         default=float(env("BENCH_BUDGET", "180")),
-        help="seconds for the whole bench: levels that would start later are skipped (default %(default)s)",
+        help="seconds for the bench up to its last streaming level: a level that would start later is skipped; "
+        "the front door (about a minute) comes after, outside it (default %(default)s)",
+    )
+    parser.add_argument(
+        "--no-uploads",
+        dest="uploads",
+        action="store_false",
+        help="skip the front door: three 10 MB uploads and two 60 MB bodies refused, about a minute after the levels",
     )
     parser.add_argument("--profile", action="store_true", help="py-spy the first daphne during one level")
     parser.add_argument("--profile-level", type=int, default=50, help="the level to profile (default %(default)s)")
@@ -282,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             "rate_tokens_per_s": args.rate,
             "tick_ms": args.tick_ms,
             "idle_sockets": args.idle_sockets,
+            "uploads": args.uploads,
         },
         "levels": [],
     }

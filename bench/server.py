@@ -6,7 +6,9 @@
 Both read the usual settings from the environment (DATABASE_URL, REDIS_URL, SECRET_KEY, LLM_*), plus:
 
 - BENCH_USER, BENCH_PASSWORD: the user `prepare` creates (or resets);
-- BENCH_DB_WRITES_FILE: where `serve` writes its count of database writes when it gets SIGUSR1.
+- BENCH_DB_WRITES_FILE: where `serve` writes its count of database writes when it gets SIGUSR1;
+- BENCH_MEDIA_ROOT: where `serve` keeps uploaded files (the front-door measures' uploads), instead of
+  var/media, so that they go with the bench's work directory.
 
 The count is bench-only and lives here: `serve` wraps Django's CursorWrapper.execute/executemany in
 this process before daphne starts, and counts each INSERT, UPDATE, DELETE or REPLACE statement sent
@@ -95,6 +97,10 @@ def serve(daphne_args: list[str]) -> None:
     django.setup()
     if os.environ.get("BENCH_DB_WRITES_FILE"):
         install_counter(Path(os.environ["BENCH_DB_WRITES_FILE"]))
+    if os.environ.get("BENCH_MEDIA_ROOT"):
+        from django.conf import settings
+
+        settings.MEDIA_ROOT = os.environ["BENCH_MEDIA_ROOT"]  # before the file storage first reads it
     # The product's own server entry point, run by name: the benchmarks import none of its code.
     sys.argv = ["agentchat.server", *daphne_args]
     runpy.run_module("agentchat.server", run_name="__main__", alter_sys=True)

@@ -229,8 +229,10 @@ def start_stack(args: argparse.Namespace) -> Stack:
         "LLM_API_KEY": "sk-bench-not-a-secret",
         "LLM_BASE_URL": provider_url,
         "LLM_TIMEOUT": "120",
-        # One bench user sends every stream's message: the per-user flood limit would stop it.
+        # One bench user sends every stream's message and holds every socket: the per-user limits would stop it.
         "WS_MESSAGES_PER_MINUTE": "1000000",
+        "WS_SOCKETS_PER_USER": "1000000",
+        "BENCH_MEDIA_ROOT": str(work_dir / "media"),
         "BENCH_USER": BENCH_USER,
         "BENCH_PASSWORD": password,
         "PYTHONUNBUFFERED": "1",

@@ -36,7 +36,7 @@ class Limits:
     # Seconds of processor time reading one file may take, by format. A PDF past its budget keeps the pages
     # read so far; one page may take at most `pdf_page_seconds` (a page of nested drawings is skipped).
     cpu_seconds: dict[str, float] = field(
-        default_factory=lambda: {"pdf": 20.0, "xlsx": 45.0, "csv": 20.0, "json": 10.0, "png": 10.0, "jpeg": 10.0}
+        default_factory=lambda: {"pdf": 20.0, "xlsx": 90.0, "csv": 20.0, "json": 10.0, "png": 10.0, "jpeg": 10.0}
     )
     pdf_page_seconds: float = 2.0
 
