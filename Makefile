@@ -32,7 +32,7 @@ test: $(VENV)/.installed chromium
 
 # How well the embedded model routes requests to tools, over fixed request sets (minutes); kept out of `make test`.
 eval: $(VENV)/.installed
-	$(BIN)/pytest evals -q
+	$(BIN)/pytest tests/eval --eval -q
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } \

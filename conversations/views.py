@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -144,6 +145,7 @@ def chat(request: HttpRequest, pk) -> HttpResponse:
         "upload_rules": _upload_rules(),
         "accept": ",".join(UPLOAD_EXTENSIONS),
         "max_mb": MAX_UPLOAD_BYTES // MiB,
+        "demo_model": settings.LLM_PROVIDER == "local",
     }
     return render(request, "conversations/chat.html", context)
 

@@ -13,6 +13,20 @@ from agentchat.agent.providers import ProviderConfig
 from .fake_provider import FakeLLM
 
 
+EVALUATIONS = Path(__file__).parent / "eval"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--eval", action="store_true", help="run the embedded model's evaluation, tests/eval (make eval)")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # The evaluation takes minutes on the real model: only `make eval` runs it.
+    if collection_path == EVALUATIONS and not config.getoption("--eval"):
+        return True
+    return None
+
+
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

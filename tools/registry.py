@@ -51,8 +51,10 @@ class ToolSchema(TypedDict):
 
     The rest is for small models, and the openai-compatible provider leaves it out (large models do not need it,
     and it would cost tokens on every request): `examples`, which the local provider shows as earlier turns;
-    `action_words`, for a tool that waits for the user's approval, the words of which one must be in a request
-    before the local model may call it; `summarize`, which tells what a result means, so that the local model's
+    `action_words`, for a tool that acts (every tool that waits for the user's approval does), the words of which
+    one must be in a request, and not as a question, before the local model may call it; `choice_words`, for an
+    argument with a fixed set of values, the words that name each value in a request ({"environment":
+    {"production": ["prod", "прод"]}}); `summarize`, which tells what a result means, so that the local model's
     answer repeats only what the tool returned.
     """
 
@@ -61,6 +63,7 @@ class ToolSchema(TypedDict):
     parameters: dict[str, Any]
     examples: NotRequired[list[ToolExample]]
     action_words: NotRequired[list[str]]
+    choice_words: NotRequired[dict[str, dict[str, list[str]]]]
     summarize: NotRequired[Summary]
 
 
@@ -227,9 +230,10 @@ class Tool:
     # Typical requests with the arguments they call for, e.g. ("Deploy dashboard 3 to staging", {...}); left out of
     # comparisons and the hash (the arguments are dicts), so a Tool stays hashable.
     examples: tuple[tuple[str, dict[str, Any]], ...] = field(default=(), compare=False)
-    # Regular expressions, any one of which a request must match before a small model may call a tool that waits
-    # for approval; none given, the first word of the tool's name (deploy_dashboard: "deploy").
+    # Regular expressions, any one of which a request must match before a small model may call the tool; for a
+    # tool that waits for approval and declares none, the first word of its name (deploy_dashboard: "deploy").
     action_words: tuple[str, ...] = ()
+    choice_words: dict[str, dict[str, list[str]]] = field(default_factory=dict, compare=False)
     summarize: Summary | None = field(default=None, compare=False)
 
     def schema(self) -> ToolSchema:
@@ -238,9 +242,11 @@ class Tool:
         schema: ToolSchema = {"name": self.name, "description": self.description, "parameters": parameters}
         if self.examples:
             schema["examples"] = [ToolExample(request=request, args=dict(args)) for request, args in self.examples]
-        if self.requires_confirmation:
+        if self.action_words or self.requires_confirmation:
             verb = self.name.split("__")[-1].split("_")[0]
             schema["action_words"] = list(self.action_words) or [rf"\b{verb}"]
+        if self.choice_words:
+            schema["choice_words"] = self.choice_words
         if self.summarize is not None:
             schema["summarize"] = self.summarize
         return schema
@@ -372,6 +378,7 @@ class ToolRegistry:
         slow: bool = False,
         examples: Iterable[tuple[str, dict[str, Any]]] = (),
         action_words: Iterable[str] = (),
+        choice_words: dict[str, dict[str, list[str]]] | None = None,
         summarize: Summary | None = None,
     ):
         """Register `func(args: Model, ctx: ToolContext)`; its docstring is the description the model reads.
@@ -379,7 +386,8 @@ class ToolRegistry:
         A `slow` tool, or one whose `timeout` is over BACKGROUND_AFTER, runs as a background job in the worker.
 
         `examples` are typical requests with their arguments (checked against the model here); small models
-        are shown the ones most like what the user asked. `action_words` and `summarize`: see ToolSchema.
+        are shown the ones most like what the user asked. `action_words`, `choice_words` and `summarize`: see
+        ToolSchema.
         """
         examples = tuple((request, dict(args)) for request, args in examples)
 
@@ -402,6 +410,7 @@ class ToolRegistry:
                 slow=slow,
                 examples=examples,
                 action_words=tuple(action_words),
+                choice_words=dict(choice_words or {}),
                 summarize=summarize,
             )
             for request, args in examples:

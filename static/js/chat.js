@@ -5,7 +5,7 @@ import { Composer, tooLargeText } from "./chat/composer.js";
 import { Confirmations } from "./chat/confirmations.js";
 import { Conversation } from "./chat/conversation.js";
 import { localizeTimes } from "./chat/dom.js";
-import { errorText, Notices } from "./chat/notices.js";
+import { demoNote, errorText, Notices } from "./chat/notices.js";
 import { Socket } from "./chat/socket.js";
 import { Timeline } from "./chat/timeline.js";
 import { ToolCards } from "./chat/tool-cards.js";
@@ -50,7 +50,7 @@ function startChat(root) {
   // An error frame answers the decision on its way if there is one, else the message just sent.
   const onError = (code, message) => {
     const refused = (code === "AUTH_REQUIRED" || code === "FORBIDDEN") && Boolean(message);
-    const text = errorText(code, message, refused);
+    const text = errorText(code, message, refused, data.demoModel === "1");
     if (confirmations.failed(code, text, refused)) return;
     composer.giveBack();
     notices.show(text, "error");
@@ -66,6 +66,7 @@ function startChat(root) {
     onError,
   });
 
+  demoNote(document.getElementById("demo-note"));
   composer.update();
   socket.connect();
   return { socket, timeline, composer, uploads, cards, confirmations, notices };

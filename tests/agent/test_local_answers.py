@@ -163,3 +163,27 @@ def test_a_field_the_request_says_nothing_for_keeps_its_schema():
     assert (
         health["properties"]["dashboard_id"] == schema("dashboard_health")["parameters"]["properties"]["dashboard_id"]
     )
+
+
+def test_a_number_that_belongs_to_another_argument_is_not_offered():
+    common = example_words([schema("execute_migration")])
+
+    migration = grounded(schema("execute_migration"), "Execute the pending migration on dashboard 11", common)
+
+    assert migration["properties"]["dashboard_id"]["enum"] == [11]
+    assert migration["properties"]["migration_id"]["anyOf"] == [{"type": "null"}]  # the next one
+
+
+def test_a_choice_named_in_other_words_is_taken():
+    common = example_words([schema("deploy_dashboard"), schema("search_dashboards")])
+
+    deploy = grounded(schema("deploy_dashboard"), "Выкати дашборд 14 на стейджинг", common)
+    drafts = grounded(schema("search_dashboards"), "Покажи опубликованные дашборды", common)
+
+    assert deploy["properties"]["environment"]["enum"] == ["staging"]
+    assert drafts["properties"]["status"]["anyOf"] == [{"enum": ["published"], "type": "string"}]
+
+
+def test_a_question_never_creates_a_branch():
+    assert not names_its_action("Сколько веток у дашборда 5?", schema("create_branch"))
+    assert names_its_action("Create a branch of dashboard 5", schema("create_branch"))

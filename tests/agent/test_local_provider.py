@@ -220,6 +220,8 @@ def test_parse_decision():
     assert parse_decision('{"tool": "none"}', [WEATHER_TOOL]) is None
     assert parse_decision('{"tool": "get_weather", "args": {"ci', [WEATHER_TOOL]) is None
     assert parse_decision('{"tool": "launch_rockets", "args": {}}', [WEATHER_TOOL]) is None
+    left_out = parse_decision('{"tool": "get_weather", "args": {"city": "Oslo", "units": null}}', [WEATHER_TOOL])
+    assert left_out is not None and left_out["args"] == {"city": "Oslo"}
 
 
 # --- the real model ---

@@ -192,3 +192,17 @@ def test_the_script_and_styles_are_served_locally(alice_client):
     assert '<script type="module" src="/static/js/chat.js"></script>' in page
     assert '<script src="/jsi18n/"></script>' in page
     assert "http://" not in page.replace("http://testserver", "") and "https://" not in page
+
+
+def test_the_chat_page_says_when_the_demo_model_answers(alice, alice_client, settings):
+    conversation = make(alice, "Demo")
+
+    settings.LLM_PROVIDER = "local"
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert 'id="demo-note"' in page and 'data-demo-model="1"' in page
+    assert "This server answers with its small built-in demo model." in page
+    assert "<code>LLM_PROVIDER=openai-compatible</code>" in page
+
+    settings.LLM_PROVIDER = "openai-compatible"
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert 'id="demo-note"' not in page and 'data-demo-model="0"' in page

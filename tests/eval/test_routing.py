@@ -3,32 +3,35 @@
 Fixed requests, in English and Russian, each with the tool (or "none") and the key arguments it should get;
 decisions are deterministic. A table of the figures is printed at the end; `-s` shows every decision.
 
-The sets are named for how they were used. TUNING_SET is what the tools' examples were written for and the
-routing was tuned on. TUNING_SET_UNLIKE_EXAMPLES was written before the examples and kept unlike them, but
-how many examples are shown, how much likeness weighs and the decision's instructions were chosen on both sets
-together (34 requests). HELD_OUT was written after all of that and has never been used to tune anything; its
-floors were set a little under its first measurement.
+The sets are named for how they were used. The TUNING sets are what the tools' examples, the routing's weights,
+its margin and its rules were chosen on (92 requests). Two of them were first written as sets kept out of the
+tuning and were tuned on once measured: the former held-out set, and the first fresh set (measured once at 32 of 40
+tools right, 26 of 40 with their arguments, no dangerous tool unasked). FRESH was written after all of that was
+frozen, to the brief: 40 requests, half English, half Russian; a quarter calling for no tool, a quarter naming an
+action that waits for approval, a quarter asking about something such an action acts on (which the tool that reads
+should answer), a quarter for the other tools. It has never been used to tune anything; whoever tunes on it must
+write a new fresh set.
 
-Letting the model write the whole call (the provider before examples and scoring) got 3 of the 20 of TUNING_SET
-right, tool and arguments, and 3 of the 14 tools of TUNING_SET_UNLIKE_EXAMPLES (1 with its arguments); then
-20 and 20, 11 and 10.
+Letting the model write the whole call (the provider before examples and scoring) got 3 of the 20 of the first
+tuning set right, tool and arguments.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentchat.agent.prompts import build_system_prompt
-from agentchat.agent.providers import ProviderChatParams
+from agentchat.agent.providers import ProviderChatParams, ProviderChatResponse
 from agentchat.agent.providers.local import LocalProvider
 from tests.agent.test_local_routing import offered, user
 from tools.registry import registry
 
 # The summary table: request set, then its figures.
-COLUMNS = ("requests", "tool right", "key args right", "dangerous unasked", "median s")
+COLUMNS = ("requests", "tool right", "key args right", "dangerous unasked", "asked back", "first event s", "max s")
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ REPORTED = [
     Case("Deploy dashboard 42 to production", "deploy_dashboard", {"dashboard_id": 42, "environment": "production"}),
     Case("покажи дашборды с проблемами валидации", "search_dashboards", {"has_validation_problems": True}),
 ]
-TUNING_SET = [
+TUNING = [
     *REPORTED,
     Case("List the dashboards that have validation errors", "search_dashboards", {"has_validation_problems": True}),
     Case("Find the dashboards owned by Olivia Chen", "search_dashboards", mentions="olivia"),
@@ -79,7 +82,7 @@ TUNING_SET = [
     Case("Привет! Как дела?", "none"),
     Case("Tell me a joke.", "none"),
 ]
-TUNING_SET_UNLIKE_EXAMPLES = [
+TUNING_UNLIKE_EXAMPLES = [
     Case("Show dashboards with errors", "search_dashboards", {"has_validation_problems": True}),
     Case("Какие дашборды принадлежат Ирине Смирновой?", "search_dashboards", mentions="ирин"),
     Case("dashboards tagged marketing", "search_dashboards", mentions="marketing"),
@@ -95,7 +98,7 @@ TUNING_SET_UNLIKE_EXAMPLES = [
     Case("Сколько будет 2+2?", "none"),
     Case("Who are you?", "none"),
 ]
-HELD_OUT = [
+TUNING_FORMER_HELD_OUT = [
     Case("Which dashboards are still drafts?", "search_dashboards", {"status": "draft"}),
     Case("Show me Maria Ivanova's dashboards", "search_dashboards", mentions="ivanova"),
     Case("Есть ли дашборды про продажи?", "search_dashboards", mentions="продаж"),
@@ -113,6 +116,106 @@ HELD_OUT = [
 ]
 
 
+TUNING_FIRST_FRESH = [
+    # No tool.
+    Case("Good afternoon!", "none"),
+    Case("What's your name?", "none"),
+    Case("How do I make a good chart?", "none"),
+    Case("Thank you very much", "none"),
+    Case("What time zone do you use?", "none"),
+    Case("Доброе утро!", "none"),
+    Case("Как тебя зовут?", "none"),
+    Case("Что такое дашборд?", "none"),
+    Case("Большое спасибо за помощь", "none"),
+    Case("Расскажи что-нибудь интересное", "none"),
+    # An action that waits for approval, named.
+    Case("Deploy dashboard 14 to staging", "deploy_dashboard", {"dashboard_id": 14, "environment": "staging"}),
+    Case(
+        "Please release dashboard 6 to production", "deploy_dashboard", {"dashboard_id": 6, "environment": "production"}
+    ),
+    Case("Execute the pending migration on dashboard 11", "execute_migration", {"dashboard_id": 11}),
+    Case("Commit the pending changes on dashboard 25", "commit_changes", {"dashboard_id": 25}, more=True),
+    Case("Roll out dashboard 31 to production", "deploy_dashboard", {"dashboard_id": 31, "environment": "production"}),
+    Case("Выкати дашборд 14 на стейджинг", "deploy_dashboard", {"dashboard_id": 14, "environment": "staging"}),
+    Case("Задеплой дашборд 8 в продакшен", "deploy_dashboard", {"dashboard_id": 8, "environment": "production"}),
+    Case("Примени миграцию дашборда 11", "execute_migration", {"dashboard_id": 11}),
+    Case("Закоммить изменения в дашборде 6", "commit_changes", {"dashboard_id": 6}, more=True),
+    Case("Опубликуй дашборд 3 в прод", "deploy_dashboard", {"dashboard_id": 3, "environment": "production"}),
+    # About something such an action acts on: the tool that reads.
+    Case("What migrations are pending on dashboard 17?", "dashboard_health", {"dashboard_id": 17}),
+    Case("Has dashboard 6 been deployed to production?", "dashboard_health", {"dashboard_id": 6}),
+    Case("Are there uncommitted changes on dashboard 12?", "dashboard_health", {"dashboard_id": 12}),
+    Case("Can I deploy dashboard 5 to staging?", "dashboard_health", {"dashboard_id": 5}),
+    Case("What would deploying dashboard 9 change?", "dashboard_health", {"dashboard_id": 9}),
+    Case("Какие миграции ждут применения у дашборда 14?", "dashboard_health", {"dashboard_id": 14}),
+    Case("Выкачен ли дашборд 3 в прод?", "dashboard_health", {"dashboard_id": 3}),
+    Case("Есть ли незакоммиченные изменения у дашборда 20?", "dashboard_health", {"dashboard_id": 20}),
+    Case("Можно ли развернуть дашборд 7 в продакшен?", "dashboard_health", {"dashboard_id": 7}),
+    Case("Когда дашборд 42 последний раз деплоили?", "dashboard_health", {"dashboard_id": 42}),
+    # The other tools.
+    Case("Which dashboards belong to Olivia Chen?", "search_dashboards", mentions="olivia"),
+    Case("List the deprecated dashboards", "search_dashboards", {"status": "deprecated"}),
+    Case("Show me the health of dashboard 27", "dashboard_health", {"dashboard_id": 27}),
+    Case("Create a branch named hotfix-1 for dashboard 4", "create_branch", {"dashboard_id": 4, "name": "hotfix-1"}),
+    Case("Are any dashboards failing validation?", "search_dashboards", {"has_validation_problems": True}),
+    Case("Найди дашборды Алексея Кузнецова", "search_dashboards", mentions="кузнецов"),
+    Case("Покажи опубликованные дашборды", "search_dashboards", {"status": "published"}),
+    Case("Какие ошибки у дашборда 33?", "dashboard_health", {"dashboard_id": 33}),
+    Case("Создай ветку experiment для дашборда 9", "create_branch", {"dashboard_id": 9, "name": "experiment"}),
+    Case("Какие дашборды без проблем валидации?", "search_dashboards", {"has_validation_problems": False}),
+]
+
+
+FRESH = [
+    # No tool.
+    Case("Hi there, how are you today?", "none"),
+    Case("Can you recommend a good book?", "none"),
+    Case("What's the difference between a KPI and a metric?", "none"),
+    Case("I appreciate your help", "none"),
+    Case("See you tomorrow", "none"),
+    Case("Привет, как настроение?", "none"),
+    Case("Что посоветуешь почитать?", "none"),
+    Case("Чем KPI отличается от метрики?", "none"),
+    Case("Ты очень помог, благодарю", "none"),
+    Case("До завтра!", "none"),
+    # An action that waits for approval, named.
+    Case(
+        "Deploy dashboard 18 to production now", "deploy_dashboard", {"dashboard_id": 18, "environment": "production"}
+    ),
+    Case("Push dashboard 22 to staging", "deploy_dashboard", {"dashboard_id": 22, "environment": "staging"}),
+    Case("Run the next migration of dashboard 13", "execute_migration", {"dashboard_id": 13}),
+    Case("Please commit dashboard 16's changes", "commit_changes", {"dashboard_id": 16}, more=True),
+    Case("Ship dashboard 40 to prod", "deploy_dashboard", {"dashboard_id": 40, "environment": "production"}),
+    Case("Разверни дашборд 18 на стейджинге", "deploy_dashboard", {"dashboard_id": 18, "environment": "staging"}),
+    Case("Выложи дашборд 22 в продакшн", "deploy_dashboard", {"dashboard_id": 22, "environment": "production"}),
+    Case("Запусти следующую миграцию дашборда 13", "execute_migration", {"dashboard_id": 13}),
+    Case("Сохрани правки в дашборде 16", "commit_changes", {"dashboard_id": 16}, more=True),
+    Case("Задеплой дашборд 40 на прод", "deploy_dashboard", {"dashboard_id": 40, "environment": "production"}),
+    # About something such an action acts on: the tool that reads.
+    Case("Is dashboard 18 ready to go to production?", "dashboard_health", {"dashboard_id": 18}),
+    Case("How many migrations does dashboard 13 still need?", "dashboard_health", {"dashboard_id": 13}),
+    Case("Does dashboard 16 have changes that nobody committed?", "dashboard_health", {"dashboard_id": 16}),
+    Case("Was dashboard 22 deployed to staging?", "dashboard_health", {"dashboard_id": 22}),
+    Case("Should dashboard 40 be deployed before its errors are fixed?", "dashboard_health", {"dashboard_id": 40}),
+    Case("Готов ли дашборд 18 к выкатке в прод?", "dashboard_health", {"dashboard_id": 18}),
+    Case("Сколько миграций осталось у дашборда 13?", "dashboard_health", {"dashboard_id": 13}),
+    Case("Есть ли у дашборда 16 несохранённые правки?", "dashboard_health", {"dashboard_id": 16}),
+    Case("Деплоился ли дашборд 22 на стейджинг?", "dashboard_health", {"dashboard_id": 22}),
+    Case("Стоит ли выкатывать дашборд 40 с ошибками?", "dashboard_health", {"dashboard_id": 40}),
+    # The other tools.
+    Case("Search for dashboards about revenue", "search_dashboards", mentions="revenue"),
+    Case("Show all draft dashboards", "search_dashboards", {"status": "draft"}),
+    Case("Which dashboards does James Patel own?", "search_dashboards", mentions="patel"),
+    Case("Check dashboard 12", "dashboard_health", {"dashboard_id": 12}),
+    Case("Start a new branch called redesign on dashboard 8", "create_branch", {"dashboard_id": 8, "name": "redesign"}),
+    Case("Найди дашборды про отток", "search_dashboards", mentions="отток"),
+    Case("Какие дашборды устарели?", "search_dashboards", {"status": "deprecated"}),
+    Case("Покажи дашборды с тегом marketing", "search_dashboards", mentions="marketing"),
+    Case("Как дела у дашборда 12?", "dashboard_health", {"dashboard_id": 12}),
+    Case("Сделай ветку для дашборда 8", "create_branch", {"dashboard_id": 8}, more=True),
+]
+
+
 @dataclass
 class Score:
     name: str
@@ -121,19 +224,30 @@ class Score:
     right_args: int = 0
     # A tool that waits for the user's approval, chosen when another tool or none was asked for.
     dangerous_unasked: int = 0
+    # Answered with a question: the two tools scored too close to tell.
+    asked_back: int = 0
     lines: list[str] = field(default_factory=list)
-    seconds: list[float] = field(default_factory=list)
+    # From the request to the first thing a person would see: a tool card, or the answer's first words.
+    first_event: list[float] = field(default_factory=list)
 
-    def row(self) -> str:
+    def figures(self) -> list[Any]:
         total = len(self.cases)
-        figures = [total, f"{self.right_tool}/{total}", f"{self.right_args}/{total}", self.dangerous_unasked]
-        return table_line(self.name, [*figures, f"{statistics.median(self.seconds):.2f}"])
+        return [
+            total,
+            f"{self.right_tool}/{total}",
+            f"{self.right_args}/{total}",
+            self.dangerous_unasked,
+            self.asked_back,
+            f"{statistics.median(self.first_event):.2f}",
+            f"{max(self.first_event):.2f}",
+        ]
 
     def report(self) -> str:
         summary = (
             f"{self.name}: tool right {self.right_tool}/{len(self.cases)}, tool and key arguments right "
-            f"{self.right_args}/{len(self.cases)}, dangerous tool proposed unasked {self.dangerous_unasked}; "
-            f"a decision took {statistics.median(self.seconds):.2f} s (median), {max(self.seconds):.2f} s at most"
+            f"{self.right_args}/{len(self.cases)}, dangerous tool proposed unasked {self.dangerous_unasked}, asked "
+            f"back {self.asked_back}; first event after {statistics.median(self.first_event):.2f} s (median), "
+            f"{max(self.first_event):.2f} s at most"
         )
         text = "\n".join([summary, *self.lines])
         print(f"\n{text}")
@@ -141,54 +255,70 @@ class Score:
 
 
 def table_line(first: str, cells: list[Any]) -> str:
-    return f"{first:<28}" + "".join(f"{cell!s:>{len(column) + 3}}" for cell, column in zip(cells, COLUMNS, strict=True))
+    return f"{first:<24}" + "".join(f"{cell!s:>{len(column) + 3}}" for cell, column in zip(cells, COLUMNS, strict=True))
+
+
+async def first_event_and_answer(provider: LocalProvider, params: ProviderChatParams) -> tuple[float, Any]:
+    started = time.monotonic()
+    first = None
+    async with aclosing(provider.stream(params)) as items:
+        async for item in items:
+            first = first if first is not None else time.monotonic() - started
+            if isinstance(item, ProviderChatResponse):
+                return first, item
+    raise AssertionError("the stream ended without an answer")
 
 
 async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summary: list[str]) -> Score:
     tools, system_prompt = offered(), build_system_prompt()
     score = Score(name, cases)
     for case in cases:
-        started = time.monotonic()
-        # max_tokens=1: after "none" the answer itself is not what is measured.
+        # max_tokens=8: after "none" a few words show the first event; the rest of the answer is not measured.
         params = ProviderChatParams(
-            messages=[user(case.request)], system_prompt=system_prompt, tools=tools, max_tokens=1
+            messages=[user(case.request)], system_prompt=system_prompt, tools=tools, max_tokens=8
         )
-        answer = await provider.chat(params)
-        score.seconds.append(time.monotonic() - started)
+        first, answer = await first_event_and_answer(provider, params)
+        score.first_event.append(first)
         call = answer.tool_calls[0] if answer.tool_calls else {"name": "none", "args": {}}
+        asked = not answer.tool_calls and answer.content.startswith(("I am not sure", "Я не уверен"))
         tool_ok, args_ok = case.judge(call["name"], call["args"])
+        if asked:
+            tool_ok = args_ok = False
         score.right_tool += tool_ok
         score.right_args += args_ok
+        score.asked_back += asked
         chosen = registry.find(call["name"])
         score.dangerous_unasked += call["name"] != case.tool and chosen is not None and chosen.requires_confirmation
-        mark = "ok  " if args_ok else ("args" if tool_ok else "TOOL")
-        request = case.request[:48]
-        score.lines.append(f"{mark} {score.seconds[-1]:5.2f}s  {request:<48} -> {call['name']} {call['args']}")
+        mark = "ok  " if args_ok else ("args" if tool_ok else ("ASKS" if asked else "TOOL"))
+        shown = f"{call['name']} {call['args']}" if answer.tool_calls else f"(words) {answer.content[:40]!r}"
+        score.lines.append(f"{mark} {first:5.2f}s  {case.request[:48]:<48} -> {shown}")
     if not summary:
         summary.append(table_line("request set", list(COLUMNS)))
-    summary.append(score.row())
+    summary.append(table_line(name, score.figures()))
     return score
 
 
-async def test_the_tuning_set_gets_the_right_tool_and_arguments(provider: LocalProvider, summary: list[str]):
-    score = await evaluate(provider, "tuning set", TUNING_SET, summary)
+async def test_the_tuning_sets_route_right(provider: LocalProvider, summary: list[str]):
+    """Floors a little under what the packaged model reaches (51 and 48 of 52 when frozen), for llama.cpp builds
+    that round differently; the reported four must be right, and nothing dangerous proposed unasked."""
+    scores = [
+        await evaluate(provider, "tuning", TUNING, summary),
+        await evaluate(provider, "tuning, unlike examples", TUNING_UNLIKE_EXAMPLES, summary),
+        await evaluate(provider, "tuning, former held-out", TUNING_FORMER_HELD_OUT, summary),
+        await evaluate(provider, "tuning, first fresh set", TUNING_FIRST_FRESH, summary),
+    ]
+    text = "\n\n".join(score.report() for score in scores)
+    assert sum(score.right_tool for score in scores) >= 44, text
+    assert sum(score.right_args for score in scores) >= 40, text
+    assert sum(score.dangerous_unasked for score in scores) == 0, text
+    assert all(line.startswith("ok") for line in scores[0].lines[: len(REPORTED)]), text
+
+
+async def test_fresh_requests_meet_the_targets(provider: LocalProvider, summary: list[str]):
+    """The targets, not today's result: right tool at least 90%, right key arguments at least 80%, and no tool
+    that waits for approval proposed when it was not asked for."""
+    score = await evaluate(provider, "fresh", FRESH, summary)
     text = score.report()
-    # Floors a little under what the packaged model reaches (20 and 20 of 20), for llama.cpp builds that round
-    # differently; the reported four must be right.
-    assert score.right_tool >= 18 and score.right_args >= 17, text
-    assert all(line.startswith("ok") for line in score.lines[: len(REPORTED)]), text
-
-
-async def test_the_tuning_set_unlike_the_examples_mostly_routes_right(provider: LocalProvider, summary: list[str]):
-    # Measured when the examples were chosen: 11 of 14 tools and 10 of 14 with their arguments.
-    score = await evaluate(provider, "tuning set, unlike examples", TUNING_SET_UNLIKE_EXAMPLES, summary)
-    text = score.report()
-    assert score.right_tool >= 11 and score.right_args >= 10, text
-
-
-async def test_held_out_requests_stay_above_their_floors(provider: LocalProvider, summary: list[str]):
-    # First measured: 7 of 14 tools, 4 of 14 with their arguments, and 5 tools that wait for approval proposed
-    # unasked. Nothing has been tuned on it; whoever tunes on it must write a new held-out set.
-    score = await evaluate(provider, "held out", HELD_OUT, summary)
-    text = score.report()
-    assert score.right_tool >= 6 and score.right_args >= 3, text
+    assert score.dangerous_unasked == 0, text
+    assert score.right_tool >= 0.9 * len(FRESH), text
+    assert score.right_args >= 0.8 * len(FRESH), text

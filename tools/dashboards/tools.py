@@ -120,6 +120,13 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
 @registry.tool(
     permission=VIEW,
     summarize=summaries.search,
+    choice_words={
+        "status": {
+            "draft": [r"\bdraft", r"\bчернов"],
+            "published": [r"\bpublished", r"\bопубликован"],
+            "deprecated": [r"\bdeprecated", r"\bустаревш", r"\bустарел"],
+        }
+    },
     examples=[
         ("Which dashboards have validation problems?", {"has_validation_problems": True}),
         ("покажи дашборды с проблемами валидации", {"has_validation_problems": True}),
@@ -223,6 +230,7 @@ def dashboard_health(args: DashboardArgs, ctx: ToolContext) -> dict[str, Any]:
 @registry.tool(
     permission=CREATE_BRANCH,
     summarize=summaries.branch,
+    action_words=[r"\b(create|make|open|start|new|branch)", r"\b(созда|сдела|откр|заведи|нов|ответв)"],
     examples=[
         ("Create a branch of dashboard 5", {"dashboard_id": 5}),
         ("New branch fix-filter on dashboard 7", {"dashboard_id": 7, "name": "fix-filter"}),
@@ -249,6 +257,12 @@ def create_branch(args: BranchArgs, ctx: ToolContext) -> dict[str, Any]:
     permission=DEPLOY,
     requires_confirmation=True,
     summarize=summaries.deployment,
+    choice_words={
+        "environment": {
+            "staging": [r"\bstag", r"\bстейдж", r"\bстэйдж", r"\bстейджинг"],
+            "production": [r"\bprod", r"\blive\b", r"\bпрод", r"\bбоев"],
+        }
+    },
     action_words=[
         r"\b(deploy|release|publish|ship|push|roll out|promote)",
         r"\b(выкат|выкладыв|выложи|задепло|деплой|разверн|развёрт|разверт|опублик|публик|релиз)",

@@ -23,15 +23,33 @@ const NOTICES = {
   JOB_RETRIED: () => gettext("The background worker stopped while running a tool, so it runs again."),
 };
 
-/** What an `error` frame says to a person. */
-export function errorText(code, message, refused) {
+const DEMO_NOTE_DISMISSED = "agentchat.demoNoteDismissed";
+
+/** What an `error` frame says to a person; `demo`: the server answers with its built-in demo model. */
+export function errorText(code, message, refused, demo = false) {
   if (refused) return message; // the server's own words say why it closes the socket
+  if (code === "PROVIDER_ERROR" && demo) {
+    return gettext(
+      "The demo model could not answer: it runs on this server's processor, which may be busy. Try again in a moment.",
+    );
+  }
   if (code === "INVALID") return fill(gettext("That was not accepted: %(detail)s"), { detail: message });
   return (ERRORS[code] || (() => gettext("Something went wrong.")))();
 }
 
 export function noticeText(code) {
   return NOTICES[code] ? NOTICES[code]() : gettext("Note from the server.");
+}
+
+/** The note that the demo model answers: shown until it is dismissed, in this browser, once. */
+export function demoNote(node) {
+  if (!node) return;
+  if (localStorage.getItem(DEMO_NOTE_DISMISSED)) node.hidden = true;
+  node.querySelector(".dismiss").addEventListener("click", () => {
+    node.hidden = true;
+    localStorage.setItem(DEMO_NOTE_DISMISSED, "1");
+    document.getElementById("message")?.focus();
+  });
 }
 
 export const iterationLimitText = () => gettext("The agent stopped: it reached the maximum number of steps for one answer.");

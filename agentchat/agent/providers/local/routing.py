@@ -60,6 +60,8 @@ NO_TOOL_EXAMPLES = (
     "Что ты умеешь?",
     "Расскажи анекдот",
     "Объясни, что такое API",
+    "Как тебя зовут?",
+    "Кто ты?",
 )
 NO_TOOL = "none"
 WORD = re.compile(r"\w+")
@@ -191,7 +193,9 @@ def parse_decision(text: str, tools: list[ToolSchema]) -> ToolCall | None:
         return None
     if decision.get("tool") not in {tool["name"] for tool in tools}:
         return None
-    return ToolCall(id=f"call_{secrets.token_hex(12)}", name=decision["tool"], args=decision["args"])
+    # A null the grammar let through says "not given": left out, as the person would leave it.
+    args = {key: value for key, value in decision["args"].items() if value is not None}
+    return ToolCall(id=f"call_{secrets.token_hex(12)}", name=decision["tool"], args=args)
 
 
 NUMBER = re.compile(r"(?<!\w)\d{1,9}(?!\w)")
@@ -236,7 +240,8 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
     - a free string is one of the request's phrases (up to four words) that begins and ends with a word of its
       own, not one of `common`, the words example requests are made of ("show", "dashboards"), or its default;
     - a whole number is one of the request's numbers or its default, and only the one after a word like the
-      argument's name when there is one ("migration 5 of dashboard 3": dashboard_id 3);
+      argument's name when there is one ("migration 5 of dashboard 3": dashboard_id 3), never one after another
+      argument's word; an optional one left with no number is left out;
     - a choice the request names (one value of an enum, "staging") is that value, and no longer optional.
 
     A field the request says nothing for keeps its schema.
@@ -259,14 +264,20 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
     stems = _number_stems(tool)
     required = list(parameters.get("required", []))
 
-    def ground(name: str, field: dict[str, Any]) -> dict[str, Any]:
+    def ground(name: str, field: dict[str, Any]) -> dict[str, Any] | None:
+        """The field held to the request; None: the request gives it nothing it may take, so it is left out."""
         if "anyOf" in field:
-            members = [ground(name, member) for member in field["anyOf"]]
+            members = [member for member in (ground(name, member) for member in field["anyOf"]) if member]
             if name in required:  # a named choice: its null is no longer a choice
                 members = [member for member in members if member.get("type") != "null"]
-            return {**field, "anyOf": members}
+            return {**field, "anyOf": members} if members else None
         if "enum" in field:
-            named = [value for value in field["enum"] if isinstance(value, str) and _says(request, value)]
+            words = tool.get("choice_words", {}).get(name, {})
+            named = [
+                value
+                for value in field["enum"]
+                if isinstance(value, str) and _says(request, [rf"\b{re.escape(value)}", *words.get(value, [])])
+            ]
             if len(named) != 1:
                 return field
             required.append(name)
@@ -282,7 +293,11 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
             low, high = field.get("minimum", -math.inf), field.get("maximum", math.inf)
             values = [number for number in numbers if low <= number <= high]
             placed = [number for number in values if before.get(number, set()) & stems.get(name, set())]
-            values = placed or values
+            # A number after another argument's word is that one's ("dashboard 11" is not a migration id).
+            others = set().union(*(stem for field_name, stem in stems.items() if field_name != name))
+            values = placed or [number for number in values if not before.get(number, set()) & others]
+            if not values and numbers and name not in required:
+                return None
             values += [default] if isinstance(default, int) and not isinstance(default, bool) else []
         else:
             return field
@@ -291,7 +306,9 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
         kept = {key: value for key, value in field.items() if key in ("description", "title", "default")}
         return {**kept, "enum": list(dict.fromkeys(values))}
 
-    properties = {name: ground(name, field) for name, field in parameters.get("properties", {}).items()}
+    properties = {
+        name: kept for name, field in parameters.get("properties", {}).items() if (kept := ground(name, field))
+    }
     return {**parameters, "properties": properties, "required": list(dict.fromkeys(required))}
 
 
@@ -308,8 +325,8 @@ def _own(word: str, common: set[str]) -> bool:
     return len(word) > 2 and word.lower() not in common
 
 
-def _says(request: str, value: str) -> bool:
-    return re.search(rf"\b{re.escape(value)}", request, re.IGNORECASE) is not None
+def _says(request: str, patterns: list[str]) -> bool:
+    return any(re.search(pattern, request, re.IGNORECASE) for pattern in patterns)
 
 
 def decide(
