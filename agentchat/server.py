@@ -11,6 +11,8 @@ Here, instead:
 - Twisted parses no form body (`parsePOSTFormSubmission=False`): Django reads it, off that thread;
 - a request Twisted cannot frame (a broken chunked body, a bad header line) gets the one error shape,
   not a bare "400 Bad Request";
+- the model provider gets ready before the first request: the embedded model loads in the background as the
+  server starts, so that the first person to ask does not wait for it;
 - a WebSocket message over `FRAME_READ_LIMIT` closes the socket with 1009 (autobahn, by default,
   drops the TCP connection without a close frame); a message between the protocol's 1 MiB and that
   is read, and answered `TOO_LARGE` by the consumer.
@@ -21,16 +23,20 @@ daphne builds its factories inside `Server.run()` from the names `daphne.server.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from functools import partial
 
 import daphne.server
+import django
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
 from daphne.ws_protocol import WebSocketFactory
 from twisted.web import http
 
+from agentchat.agent.providers import ProviderError, warm_up
 from conversations.api.uploads import ATTACHMENTS_PATH, MULTIPART_SLACK
 from tools.documents.limits import MAX_UPLOAD_BYTES, MiB
 
@@ -128,6 +134,11 @@ class ClosingWebSocketFactory(WebSocketFactory):
 
 
 def main(argv: list[str] | None = None) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentchat.settings")
+    django.setup()
+    # A misconfigured provider is reported to the first run that uses it, as ever.
+    with contextlib.suppress(ProviderError):
+        warm_up()
     daphne.server.HTTPFactory = GuardedHTTPFactory
     daphne.server.WebSocketFactory = ClosingWebSocketFactory
     interface = CommandLineInterface()

@@ -12,7 +12,6 @@ from agentchat.agent.providers import ProviderConfig
 
 from .fake_provider import FakeLLM
 
-
 EVALUATIONS = Path(__file__).parent / "eval"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import time
 from contextlib import aclosing
 from pathlib import Path
@@ -24,6 +25,7 @@ from agentchat.agent.providers import (
     TextDelta,
     ToolSchema,
     get_provider,
+    warm_up,
 )
 from agentchat.agent.providers.local import LocalProvider, parse_decision, resolve_model_path
 from agentchat.agent.providers.local.llama import (
@@ -383,3 +385,13 @@ async def test_a_whole_tool_using_turn_runs_on_the_local_model(provider: LocalPr
     assert kinds[-2:] == ["assistant_message", "run_finished"]
     assert events[-1].status == "completed" and events[-2].content
     assert [event.seq for event in events] == list(range(1, len(events) + 1))
+
+
+def test_warming_up_loads_the_local_model_in_the_background(monkeypatch: pytest.MonkeyPatch):
+    loaded = threading.Event()
+    monkeypatch.setattr("agentchat.agent.providers.local.provider.load_model", lambda path: loaded.set())
+
+    warm_up(ProviderConfig())
+
+    assert loaded.wait(5)
+    warm_up(ProviderConfig(provider="openai-compatible", model="m", api_key="k"))  # nothing to get ready

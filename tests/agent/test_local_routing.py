@@ -77,10 +77,10 @@ async def test_after_a_tool_result_it_answers_in_words_not_with_the_call(provide
     assert answer.tool_calls == []
     # The tool's own summary: every title and number is one the result holds, and nothing else is claimed.
     assert answer.content == (
-        "Found 22 dashboards:\n"
+        "Found 22 dashboards:\n\n"
         "- #3 “Marketing campaign performance” (published, owner Olivia Chen)\n"
         "- #7 “Customer support SLA” (published, owner James Patel)\n"
-        "- #8 “Бюджет маркетинга” (draft, owner Мария Иванова)\n"
+        "- #8 “Бюджет маркетинга” (draft, owner Мария Иванова)\n\n"
         "These are 3 of them (page 1 of 8)."
     )
 
@@ -198,11 +198,11 @@ async def test_a_question_about_an_action_reads_instead_of_acting(provider: Loca
 
 async def test_when_two_tools_score_too_close_it_asks_which(provider: LocalProvider):
     params = ProviderChatParams(
-        messages=[user("Проверь состояние дашборда 19")], system_prompt=build_system_prompt(), tools=offered()
+        messages=[user("Push dashboard 8 to production")], system_prompt=build_system_prompt(), tools=offered()
     )
     answer = await provider.chat(params)
     assert answer.tool_calls == []
-    assert answer.content.startswith("Я не уверен, что именно нужно сделать. Вы имели в виду что-то вроде «")
+    assert answer.content.startswith("I am not sure what you would like me to do. Did you mean something like “")
 
 
 async def test_russian_small_talk_gets_an_honest_fixed_reply(provider: LocalProvider):

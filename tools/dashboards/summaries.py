@@ -25,6 +25,16 @@ def in_language(summary: Callable[[dict[str, Any]], str]) -> Callable[[Any, str]
     return summarize
 
 
+def _markdown(lines: list[str]) -> str:
+    """The lines as Markdown: a list ("- " lines) set apart by blank lines, so that no sentence joins it."""
+    text: list[str] = []
+    for line in lines:
+        if text and line.startswith("- ") != text[-1].startswith("- "):
+            text.append("")
+        text.append(line)
+    return "\n".join(text)
+
+
 def _label(choices: type, value: str) -> str:
     """A choice's label (translated), e.g. "production" → "продакшен"."""
     return str(dict(choices.choices).get(value, value))
@@ -64,7 +74,7 @@ def search(output: dict[str, Any]) -> str:
             _("These are %(shown)d of them (page %(page)d of %(pages)d).")
             % {"shown": len(items[:SHOWN]), "page": output["page"], "pages": output["pages"]}
         )
-    return "\n".join(lines)
+    return _markdown(lines)
 
 
 @in_language
@@ -110,7 +120,7 @@ def health(output: dict[str, Any]) -> str:
             lines.append(
                 _("Never deployed to %(environment)s.") % {"environment": _label(Deployment.Environment, environment)}
             )
-    return "\n".join(lines)
+    return _markdown(lines)
 
 
 @in_language
@@ -137,7 +147,7 @@ def deployment(output: dict[str, Any]) -> str:
     if output["commit"]:
         lines.append(_("Commit %(commit)s.") % {"commit": output["commit"]})
     lines += [f"- {note}" for note in output["notes"]]
-    return "\n".join(lines)
+    return _markdown(lines)
 
 
 @in_language

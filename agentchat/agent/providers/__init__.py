@@ -34,6 +34,7 @@ __all__ = [
     "ToolCall",
     "ToolSchema",
     "get_provider",
+    "warm_up",
 ]
 
 PROVIDERS = {
@@ -80,6 +81,15 @@ def get_provider(config: ProviderConfig | None = None) -> Provider:
     if config not in made:
         made[config] = _make_provider(config)
     return made[config]
+
+
+def warm_up(config: ProviderConfig | None = None) -> None:
+    """Let the configured provider get ready before the first request, if it has anything to get ready (the local
+    model loads in the background)."""
+    provider = _make_provider(config or ProviderConfig.from_settings())
+    ready = getattr(provider, "warm_up", None)
+    if ready is not None:
+        ready()
 
 
 def _make_provider(config: ProviderConfig) -> Provider:

@@ -46,8 +46,9 @@ def test_a_search_lists_what_it_found_and_says_how_many_there_are(catalogue):
     text = summary("search_dashboards", found, "en")
 
     lines = text.splitlines()
-    assert lines[0] == f"Found {found['total']} dashboards:"
-    assert [line.split(" ", 2)[1] for line in lines[1:4]] == [f"#{item['id']}" for item in found["items"]]
+    assert lines[:2] == [f"Found {found['total']} dashboards:", ""]
+    assert [line.split(" ", 2)[1] for line in lines[2:5]] == [f"#{item['id']}" for item in found["items"]]
+    assert lines[5] == ""
     assert all(item["title"] in text for item in found["items"])
     assert lines[-1] == f"These are 3 of them (page 1 of {found['pages']})."
     assert summary("search_dashboards", call("search_dashboards", None, tag="no-such-tag"), "ru") == (

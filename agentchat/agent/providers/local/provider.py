@@ -53,6 +53,10 @@ class LocalProvider:
         self.model_path = resolve_model_path(config.model)
         self.timeout = config.timeout
 
+    def warm_up(self) -> None:
+        """Load the model in the background now, so that the first person to ask does not wait for it."""
+        threading.Thread(target=load_model, args=(self.model_path,), name="local-llm-load", daemon=True).start()
+
     async def chat(self, params: ProviderChatParams) -> ProviderChatResponse:
         async with aclosing(self.stream(params)) as items:
             async for item in items:
