@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_TOKENS = 512
 # Small talk and general questions get a short reply: the longer it writes, the more a 135M model makes up.
 SMALL_TALK_TOKENS = 96
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
@@ -107,13 +106,13 @@ class LocalProvider:
                 return ProviderChatResponse(content="", tool_calls=[decision.call], finish_reason="tool_calls")
             if decision.unsure is not None:
                 return self._say(answers.unsure(request, list(decision.unsure)), emit)
-            if language_of(request) == "ru":
-                return self._say(answers.no_tool_in_russian(request, params.tools), emit)
+        if request and language_of(request) == "ru":
+            return self._say(answers.no_tool_in_russian(request, params.tools), emit)
         text, finish_reason = generate(
             llm,
             prompt_tokens(llm, chat_prompt(llm, [{"role": "system", "content": system_prompt}, *history])),
             watch,
-            max_tokens=min(params.max_tokens or DEFAULT_MAX_TOKENS, SMALL_TALK_TOKENS),
+            max_tokens=min(params.max_tokens or SMALL_TALK_TOKENS, SMALL_TALK_TOKENS),
             sampling=TEXT_SAMPLING,
             on_text=lambda piece: emit(TextDelta(piece)),
         )
