@@ -8,7 +8,13 @@ import pytest
 
 from agentchat.agent.providers import ChatMessage, ToolSchema
 from agentchat.agent.providers.local import answers
-from agentchat.agent.providers.local.routing import example_words, grounded, names_its_action, needs_a_number
+from agentchat.agent.providers.local.routing import (
+    example_words,
+    grounded,
+    names_by_number,
+    names_its_action,
+    needs_a_number,
+)
 from tools.registry import registry
 
 pytestmark = pytest.mark.django_db
@@ -187,3 +193,10 @@ def test_a_choice_named_in_other_words_is_taken():
 def test_a_question_never_creates_a_branch():
     assert not names_its_action("Сколько веток у дашборда 5?", schema("create_branch"))
     assert names_its_action("Create a branch of dashboard 5", schema("create_branch"))
+
+
+def test_a_dashboard_named_by_its_number_is_for_the_tools_that_take_one():
+    assert names_by_number("Does dashboard 16 have changes that nobody committed?", schema("dashboard_health"))
+    assert names_by_number("Готов ли дашборд 18 к выкатке в прод?", schema("deploy_dashboard"))
+    assert not names_by_number("Does dashboard 16 have changes that nobody committed?", schema("search_dashboards"))
+    assert not names_by_number("Сколько будет 2+2?", schema("dashboard_health"))

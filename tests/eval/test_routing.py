@@ -166,7 +166,7 @@ TUNING_FIRST_FRESH = [
 ]
 
 
-FRESH = [
+TUNING_SECOND_FRESH = [
     # No tool.
     Case("Hi there, how are you today?", "none"),
     Case("Can you recommend a good book?", "none"),
@@ -213,6 +213,62 @@ FRESH = [
     Case("Покажи дашборды с тегом marketing", "search_dashboards", mentions="marketing"),
     Case("Как дела у дашборда 12?", "dashboard_health", {"dashboard_id": 12}),
     Case("Сделай ветку для дашборда 8", "create_branch", {"dashboard_id": 8}, more=True),
+]
+
+
+FRESH = [
+    # No tool.
+    Case("Good evening, assistant", "none"),
+    Case("Who made you?", "none"),
+    Case("Explain what a data warehouse is", "none"),
+    Case("That was helpful, cheers", "none"),
+    Case("Have a nice weekend!", "none"),
+    Case("Добрый вечер!", "none"),
+    Case("Кто тебя создал?", "none"),
+    Case("Объясни, что такое хранилище данных", "none"),
+    Case("Это было полезно, спасибо", "none"),
+    Case("Хороших выходных!", "none"),
+    # An action that waits for approval, named.
+    Case(
+        "Go ahead and deploy dashboard 21 to staging",
+        "deploy_dashboard",
+        {"dashboard_id": 21, "environment": "staging"},
+    ),
+    Case("Promote dashboard 9 to production", "deploy_dashboard", {"dashboard_id": 9, "environment": "production"}),
+    Case("Apply the next pending migration for dashboard 30", "execute_migration", {"dashboard_id": 30}),
+    Case("Commit everything on dashboard 2", "commit_changes", {"dashboard_id": 2}, more=True),
+    Case("Release dashboard 17 to staging please", "deploy_dashboard", {"dashboard_id": 17, "environment": "staging"}),
+    Case("Выкатывай дашборд 21 на стейджинг", "deploy_dashboard", {"dashboard_id": 21, "environment": "staging"}),
+    Case("Разверни дашборд 9 в продакшене", "deploy_dashboard", {"dashboard_id": 9, "environment": "production"}),
+    Case("Выполни следующую миграцию для дашборда 30", "execute_migration", {"dashboard_id": 30}),
+    Case("Закоммить всё в дашборде 2", "commit_changes", {"dashboard_id": 2}, more=True),
+    Case(
+        "Задеплой, пожалуйста, дашборд 17 на стейджинг",
+        "deploy_dashboard",
+        {"dashboard_id": 17, "environment": "staging"},
+    ),
+    # About something such an action acts on: the tool that reads.
+    Case("Is there anything blocking dashboard 21 from production?", "dashboard_health", {"dashboard_id": 21}),
+    Case("Which migrations are still waiting on dashboard 30?", "dashboard_health", {"dashboard_id": 30}),
+    Case("Has anyone committed the changes on dashboard 2?", "dashboard_health", {"dashboard_id": 2}),
+    Case("When was dashboard 9 last deployed?", "dashboard_health", {"dashboard_id": 9}),
+    Case("Could dashboard 17 break if we deploy it?", "dashboard_health", {"dashboard_id": 17}),
+    Case("Что мешает выкатить дашборд 21 в прод?", "dashboard_health", {"dashboard_id": 21}),
+    Case("Какие миграции ещё не применены у дашборда 30?", "dashboard_health", {"dashboard_id": 30}),
+    Case("Закоммичены ли изменения дашборда 2?", "dashboard_health", {"dashboard_id": 2}),
+    Case("Когда дашборд 9 последний раз выкатывали?", "dashboard_health", {"dashboard_id": 9}),
+    Case("Сломается ли дашборд 17, если его задеплоить?", "dashboard_health", {"dashboard_id": 17}),
+    # The other tools.
+    Case("Look for dashboards about churn", "search_dashboards", mentions="churn"),
+    Case("Which dashboards are published?", "search_dashboards", {"status": "published"}),
+    Case("Dashboards owned by Daniel Brooks", "search_dashboards", mentions="brooks"),
+    Case("Give me a health check of dashboard 3", "dashboard_health", {"dashboard_id": 3}),
+    Case("Branch dashboard 11 as fix-labels", "create_branch", {"dashboard_id": 11, "name": "fix-labels"}),
+    Case("Найди дашборды про логистику", "search_dashboards", mentions="логист"),
+    Case("Какие дашборды ещё черновики?", "search_dashboards", {"status": "draft"}),
+    Case("Дашборды Дмитрия Орлова", "search_dashboards", mentions="орлов"),
+    Case("Проверь дашборд 3", "dashboard_health", {"dashboard_id": 3}),
+    Case("Создай ветку fix-labels для дашборда 11", "create_branch", {"dashboard_id": 11, "name": "fix-labels"}),
 ]
 
 
@@ -306,6 +362,7 @@ async def test_the_tuning_sets_route_right(provider: LocalProvider, summary: lis
         await evaluate(provider, "tuning, unlike examples", TUNING_UNLIKE_EXAMPLES, summary),
         await evaluate(provider, "tuning, former held-out", TUNING_FORMER_HELD_OUT, summary),
         await evaluate(provider, "tuning, first fresh set", TUNING_FIRST_FRESH, summary),
+        await evaluate(provider, "tuning, second fresh set", TUNING_SECOND_FRESH, summary),
     ]
     text = "\n\n".join(score.report() for score in scores)
     assert sum(score.right_tool for score in scores) >= 78, text

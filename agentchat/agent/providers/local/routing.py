@@ -228,6 +228,15 @@ def _number_stems(tool: ToolSchema) -> dict[str, set[str]]:
     return stems
 
 
+def names_by_number(request: str, tool: ToolSchema) -> bool:
+    """Whether the request names by its number ("dashboard 16", "дашборда 16") what one of the tool's whole-number
+    arguments takes."""
+    stems = set().union(*_number_stems(tool).values())
+    return any(
+        _stem(previous) in stems for previous, word in itertools.pairwise(_words(request)) if NUMBER.fullmatch(word)
+    )
+
+
 def needs_a_number(tool: ToolSchema) -> bool:
     """Whether a call needs a whole number (an id) that the request must say."""
     properties = tool["parameters"].get("properties", {})
@@ -337,6 +346,9 @@ def decide(
     # Numbers the person may mean: the request's, and the page's (the system prompt says which dashboard is shown).
     numbered = NUMBER.search(request) is not None or NUMBER.search(system_prompt) is not None
     tools = [tool for tool in tools if names_its_action(request, tool) and (numbered or not needs_a_number(tool))]
+    # "dashboard 16" names one object: then only the tools that take it by its number are meant.
+    naming = [tool for tool in tools if names_by_number(request, tool)]
+    tools = naming or tools
     shown, closest = choose_examples(request, tools)
     prompt = chat_prompt(llm, decision_messages(system_prompt, history, tools, shown)) + CALL_LEAD
     names = list(dict.fromkeys([*(tool["name"] for tool in tools), NO_TOOL]))
