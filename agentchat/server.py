@@ -114,7 +114,8 @@ class GuardedChannel(http.HTTPChannel):
             % (status, reason, len(payload))
         )
         self.transport.write(head + payload)
-        self.transport.loseWriteConnection()
+        # Half-closed, the client still reads the answer; a TLS transport offers no half-close, only a close.
+        getattr(self.transport, "loseWriteConnection", self.transport.loseConnection)()
         self.setTimeout(LINGER_SECONDS)
 
 
