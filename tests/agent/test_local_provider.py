@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import threading
 import time
 from contextlib import aclosing
 from pathlib import Path
@@ -15,6 +14,7 @@ from pydantic import BaseModel
 
 from agentchat.agent.calls import ToolAccess
 from agentchat.agent.orchestrator import AgentRun
+from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import (
     ChatMessage,
     ProviderChatParams,
@@ -28,6 +28,7 @@ from agentchat.agent.providers import (
     warm_up,
 )
 from agentchat.agent.providers.local import LocalProvider, parse_decision, resolve_model_path
+from agentchat.agent.providers.local.chatml import chat_prompt, prompt_tokens
 from agentchat.agent.providers.local.llama import (
     SAFE_STRING_CHAR_RULE,
     STRING_CHAR_RULE,
@@ -387,11 +388,14 @@ async def test_a_whole_tool_using_turn_runs_on_the_local_model(provider: LocalPr
     assert [event.seq for event in events] == list(range(1, len(events) + 1))
 
 
-def test_warming_up_loads_the_local_model_in_the_background(monkeypatch: pytest.MonkeyPatch):
-    loaded = threading.Event()
-    monkeypatch.setattr("agentchat.agent.providers.local.provider.load_model", lambda path: loaded.set())
+def test_warming_up_loads_the_model_and_reads_the_system_prompt_in_the_background():
+    provider = LocalProvider(ProviderConfig())
 
-    warm_up(ProviderConfig())
+    provider.warm_up().join(30)
 
-    assert loaded.wait(5)
+    llm = load_model(provider.model_path)
+    system = prompt_tokens(llm, chat_prompt(llm, [{"role": "system", "content": build_system_prompt()}]))
+    assert llm.n_tokens == len(system)  # in llama.cpp's cache: a first request reads only what follows it
+    assert list(llm.input_ids[: llm.n_tokens]) == system
+    assert not generation_lock.locked()
     warm_up(ProviderConfig(provider="openai-compatible", model="m", api_key="k"))  # nothing to get ready

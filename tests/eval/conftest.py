@@ -12,7 +12,10 @@ SUMMARY = pytest.StashKey[list[str]]()
 
 @pytest.fixture(scope="session")
 def provider() -> LocalProvider:
-    return LocalProvider(ProviderConfig())
+    """Warmed up as the server warms it when it starts: the first request's time is not the model's loading."""
+    provider = LocalProvider(ProviderConfig())
+    provider.warm_up().join()
+    return provider
 
 
 @pytest.fixture(scope="session")

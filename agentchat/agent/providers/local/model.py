@@ -6,6 +6,7 @@ import asyncio
 import atexit
 import importlib.util
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -79,7 +80,12 @@ def load_model(path: Path) -> Llama:
             from llama_cpp import Llama
 
             try:
-                model = Llama(model_path=key, n_ctx=CONTEXT_WINDOW, verbose=False)
+                # Every core: llama-cpp-python's default, half of them, read prompts at half the speed here (129 against
+                # 245 tokens a second on two cores), and the logits are the same bit for bit.
+                threads = os.cpu_count() or 1
+                model = Llama(
+                    model_path=key, n_ctx=CONTEXT_WINDOW, n_threads=threads, n_threads_batch=threads, verbose=False
+                )
             except Exception as exc:
                 logger.warning("llama.cpp could not load %s: %s", key, type(exc).__name__)
                 raise ProviderNotConfigured(

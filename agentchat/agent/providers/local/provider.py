@@ -9,16 +9,18 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
+from ...prompts import build_system_prompt
 from ..base import ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta
 from . import answers
 from .chatml import chat_prompt, prompt_tokens, to_chatml_messages
-from .llama import TEXT_SAMPLING, generate
+from .llama import TEXT_SAMPLING, evaluate, generate
 from .model import (
     CONTEXT_WINDOW,
     Emit,
     Stopped,
     Watch,
     exclusive_use,
+    generation_lock,
     load_model,
     require_llama_cpp,
     resolve_model_path,
@@ -52,9 +54,18 @@ class LocalProvider:
         self.model_path = resolve_model_path(config.model)
         self.timeout = config.timeout
 
-    def warm_up(self) -> None:
-        """Load the model in the background now, so that the first person to ask does not wait for it."""
-        threading.Thread(target=load_model, args=(self.model_path,), name="local-llm-load", daemon=True).start()
+    def warm_up(self) -> threading.Thread:
+        """Load the model in the background now, and read the system prompt every conversation starts with into
+        llama.cpp's cache, so that the first person to ask waits for neither."""
+        thread = threading.Thread(target=self._warm, name="local-llm-load", daemon=True)
+        thread.start()
+        return thread
+
+    def _warm(self) -> None:
+        llm = load_model(self.model_path)
+        system = [{"role": "system", "content": build_system_prompt()}]
+        with generation_lock:
+            evaluate(llm, prompt_tokens(llm, chat_prompt(llm, system)), Watch(threading.Event(), self.timeout))
 
     async def chat(self, params: ProviderChatParams) -> ProviderChatResponse:
         async with aclosing(self.stream(params)) as items:
