@@ -37,6 +37,7 @@ from daphne.ws_protocol import WebSocketFactory
 from twisted.web import http
 
 from agentchat.agent.providers import ProviderError, warm_up
+from conversations.api import uploads
 from conversations.api.uploads import ATTACHMENTS_PATH, MULTIPART_SLACK
 from tools.documents.limits import MAX_UPLOAD_BYTES, MiB
 
@@ -56,7 +57,7 @@ def body_limit(path: bytes) -> int:
 
 def too_large(limit: int) -> dict:
     if limit == UPLOAD_BODY_LIMIT:
-        message = f"The file is larger than {MAX_UPLOAD_BYTES // MiB} MB, the most accepted."
+        message = uploads.too_large().message  # what the upload view says of a file over the limit
     else:
         message = f"The request body is larger than {limit // MiB} MB, the most accepted."
     return {"error": message, "code": "TOO_LARGE"}
