@@ -91,11 +91,34 @@ def test_the_question_it_asks_quotes_an_example_of_each_tool_in_the_persons_lang
 
 
 def test_a_russian_request_for_no_tool_is_told_what_the_demo_model_can_do():
-    text = answers.no_tool_in_russian("Спокойной ночи!", [schema("search_dashboards"), schema("dashboard_health")])
+    text = answers.what_it_can_do("Спокойной ночи!", [schema("search_dashboards"), schema("dashboard_health")])
 
     assert text.startswith("Я — демонстрационная модель, которая работает прямо на этом сервере")
     assert "LLM_PROVIDER=openai-compatible" in text
     assert "Попробуйте, например: «" in text
+
+
+def test_asked_what_it_is_in_english_it_says_what_the_demo_model_can_do():
+    text = answers.what_it_can_do("Hi! What can you do?", [schema("search_dashboards"), schema("dashboard_health")])
+
+    assert text.startswith("I am the demo model that runs on this server: I can only work with the tools")
+    assert "Try, for example: “" in text
+
+
+@pytest.mark.parametrize(
+    ("request_text", "about_itself"),
+    [
+        ("Hi! What can you do?", True),
+        ("Who made you?", True),
+        ("How can you help me?", True),
+        ("What's your name?", True),
+        ("What can dashboard 7 do?", False),
+        ("Thanks, that was helpful", False),
+        ("Who owns dashboard 3?", False),
+    ],
+)
+def test_questions_about_the_assistant_itself_are_told_apart(request_text: str, about_itself: bool):
+    assert answers.asks_about_itself(request_text) is about_itself
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,8 @@ from agentchat.agent.providers.local.llama import (
     patch_string_chars,
 )
 from agentchat.agent.providers.local.model import CONTEXT_WINDOW, generation_lock, load_model, packaged_model_path
+from agentchat.agent.providers.local.provider import DEFAULT_SYSTEM_PROMPT
+from agentchat.agent.providers.local.routing import decision_messages
 from tools.registry import ToolArgs, ToolContext, ToolRegistry
 from tools.registry import registry as app_registry
 
@@ -278,6 +280,15 @@ async def test_after_a_tool_result_it_answers_in_words(provider: LocalProvider):
     assert final.tool_calls == []
 
 
+async def test_asked_what_it_can_do_it_answers_as_the_demo_model_not_in_invented_words(provider: LocalProvider):
+    params = ProviderChatParams(messages=[user("Hi! What can you do?")], tools=[WEATHER_TOOL], max_tokens=24)
+
+    deltas, answer = await collect(provider, params)
+
+    assert answer.content.startswith("I am the demo model that runs on this server")
+    assert "".join(deltas) == answer.content
+
+
 async def test_the_event_loop_keeps_running_while_generating(provider: LocalProvider):
     ticks: list[float] = []
 
@@ -386,6 +397,32 @@ async def test_a_whole_tool_using_turn_runs_on_the_local_model(provider: LocalPr
     assert kinds[-2:] == ["assistant_message", "run_finished"]
     assert events[-1].status == "completed" and events[-2].content
     assert [event.seq for event in events] == list(range(1, len(events) + 1))
+
+
+async def test_a_first_request_after_another_tool_list_does_not_read_the_instructions_again(
+    provider: LocalProvider, monkeypatch: pytest.MonkeyPatch
+):
+    clock = tool_schema("get_time", "Get the current time in a city.", WeatherArgs)
+    llm = load_model(provider.model_path)
+    params = ProviderChatParams(messages=[user("What is the weather in Oslo?")], tools=[WEATHER_TOOL], max_tokens=8)
+    first = await provider.chat(params)
+    await provider.chat(ProviderChatParams(messages=[user("What time is it in Oslo?")], tools=[WEATHER_TOOL, clock]))
+    read_from: list[int] = []
+    evaluate_tokens = llm.eval
+
+    def reading(tokens):
+        read_from.append(llm.n_tokens)
+        evaluate_tokens(tokens)
+
+    monkeypatch.setattr(llm, "eval", reading)
+
+    again = await provider.chat(params)
+
+    beginning = decision_messages(DEFAULT_SYSTEM_PROMPT, [user("")], [WEATHER_TOOL], [])[:2]
+    assert read_from[0] >= len(prompt_tokens(llm, chat_prompt(llm, beginning, open_turn=False)))
+    assert [(call["name"], call["args"]) for call in again.tool_calls] == [
+        (call["name"], call["args"]) for call in first.tool_calls
+    ]
 
 
 def test_warming_up_loads_the_model_and_reads_the_system_prompt_in_the_background():

@@ -9,8 +9,8 @@ are shown, the offered names and "none" are scored, and the winner's arguments a
 from its schema (llama.py). A tool call is answered as such; "none" (or arguments cut short) is followed by an
 ordinary streamed answer from the conversation in the model's chat template (chatml.py).
 
-Letting the model write the whole call, grammar-bound, as before, chose right 3 times in 20 on the demo's requests
-(evals/test_local_routing_eval.py): it named dashboard_health for nearly everything, with a made-up id.
+Letting the model write the whole call, grammar-bound, chose right 3 times in 20 on the first tuning set of
+tests/eval/test_routing.py: it named dashboard_health for nearly everything, with a made-up id.
 """
 
 from __future__ import annotations

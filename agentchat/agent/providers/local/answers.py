@@ -3,13 +3,15 @@
 A 135M model writes fluent sentences about a tool's result that are often false: numbers it never saw, titles from
 the examples. So after a call the answer is the tool's own summary of its result (ToolSchema.summarize), or the
 result itself; a call that did not run is told as such; when the decision cannot tell two tools apart, it asks; and
-in Russian, where the model's own sentences are not readable, it says plainly what it can do.
+it says plainly what it can do when asked what it is, or anything for no tool in Russian, where the model's own
+sentences are not readable.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 
 from django.utils import translation
 from django.utils.translation import gettext as _
@@ -21,6 +23,13 @@ logger = logging.getLogger(__name__)
 
 # A result shown as it is, when its tool has no summary, is cut to this many characters.
 SHOWN_RESULT = 1500
+# Asked what it is or can do, the model describes a general assistant ("I can offer suggestions, provide
+# resources..."): only the demo itself can answer that truthfully.
+ABOUT_ITSELF = re.compile(
+    r"\bwhat (can|do|could) you (do|help)|\bhow (can|could) you help|\bwho (are|made|built|created) you\b|"
+    r"\bwhat are you\b|\byour name\b|\bчто ты (умеешь|можешь)|\bкто ты\b|\bкак тебя зовут|\bчем (ты )?(можешь )?помочь",
+    re.IGNORECASE,
+)
 
 
 def last_request(history: list[ChatMessage]) -> str:
@@ -100,10 +109,15 @@ def unsure(request: str, tools: list[ToolSchema]) -> str:
         }
 
 
-def no_tool_in_russian(request: str, tools: list[ToolSchema]) -> str:
-    """What the demo model says to a Russian request for no tool: its own Russian is not readable."""
-    examples = _quoted([found for tool in tools if (found := closest_example(request, tool, "ru"))][:3], "ru")
-    with translation.override("ru"):
+def asks_about_itself(request: str) -> bool:
+    return bool(ABOUT_ITSELF.search(request))
+
+
+def what_it_can_do(request: str, tools: list[ToolSchema]) -> str:
+    """What the demo model is and can do, in the request's language, with examples of requests it serves."""
+    language = language_of(request)
+    examples = _quoted([found for tool in tools if (found := closest_example(request, tool, language))][:3], language)
+    with translation.override(language):
         text = _(
             "I am the demo model that runs on this server: I can only work with the tools, not hold a "
             "conversation. An administrator can connect a full model (LLM_PROVIDER=openai-compatible)."

@@ -42,24 +42,28 @@ def to_chatml_messages(messages: list[ChatMessage]) -> list[dict[str, str]]:
 
 
 @functools.lru_cache(maxsize=8)
-def _template_formatter(template: str, eos_token: str, bos_token: str) -> Any:
+def _template_formatter(template: str, eos_token: str, bos_token: str, open_turn: bool) -> Any:
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    return Jinja2ChatFormatter(template=template, eos_token=eos_token, bos_token=bos_token)
+    return Jinja2ChatFormatter(
+        template=template, eos_token=eos_token, bos_token=bos_token, add_generation_prompt=open_turn
+    )
 
 
 def _token_text(llm: Llama, token: int) -> str:
     return llm.detokenize([token], special=True).decode("utf-8", "ignore") if token >= 0 else ""
 
 
-def chat_prompt(llm: Llama, messages: list[dict[str, str]]) -> str:
+def chat_prompt(llm: Llama, messages: list[dict[str, str]], *, open_turn: bool = True) -> str:
     """The messages in the GGUF's own chat template, as llama.cpp renders it for a chat completion (ChatML when
-    the file has none), the assistant's turn opened."""
+    the file has none), the assistant's turn opened unless `open_turn` is false (the beginning of a longer
+    prompt)."""
     template = llm.metadata.get("tokenizer.chat_template")
     if template:
-        formatter = _template_formatter(template, _token_text(llm, llm.token_eos()), _token_text(llm, llm.token_bos()))
-        return formatter(messages=messages).prompt
-    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + "<|im_start|>assistant\n"
+        eos, bos = _token_text(llm, llm.token_eos()), _token_text(llm, llm.token_bos())
+        return _template_formatter(template, eos, bos, open_turn)(messages=messages).prompt
+    turns = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return turns + ("<|im_start|>assistant\n" if open_turn else "")
 
 
 def prompt_tokens(llm: Llama, prompt: str) -> list[int]:

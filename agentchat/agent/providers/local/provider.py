@@ -117,8 +117,8 @@ class LocalProvider:
                 return ProviderChatResponse(content="", tool_calls=[decision.call], finish_reason="tool_calls")
             if decision.unsure is not None:
                 return self._say(answers.unsure(request, list(decision.unsure)), emit)
-        if request and language_of(request) == "ru":
-            return self._say(answers.no_tool_in_russian(request, params.tools), emit)
+        if request and (language_of(request) == "ru" or answers.asks_about_itself(request)):
+            return self._say(answers.what_it_can_do(request, params.tools), emit)
         text, finish_reason = generate(
             llm,
             prompt_tokens(llm, chat_prompt(llm, [{"role": "system", "content": system_prompt}, *history])),

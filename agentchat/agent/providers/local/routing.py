@@ -9,7 +9,7 @@
    paragraph) is added; the highest wins;
 3. the arguments are then generated at temperature 0 under a grammar made from that tool's schema.
 
-The figures below were measured with evals/test_local_routing_eval.py on its two tuning sets (34 requests).
+The figures below were measured with tests/eval/test_routing.py on its first two tuning sets (34 requests).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import ToolCall, ToolSchema
 from .chatml import chat_prompt, prompt_tokens
-from .llama import DECISION_SAMPLING, arguments_grammar, generate, log_likelihoods
+from .llama import DECISION_SAMPLING, arguments_grammar, evaluate, generate, log_likelihoods
 from .model import Watch
 
 if TYPE_CHECKING:
@@ -350,7 +350,12 @@ def decide(
     naming = [tool for tool in tools if names_by_number(request, tool)]
     tools = naming or tools
     shown, closest = choose_examples(request, tools)
-    prompt = chat_prompt(llm, decision_messages(system_prompt, history, tools, shown)) + CALL_LEAD
+    messages = decision_messages(system_prompt, history, tools, shown)
+    prompt = chat_prompt(llm, messages) + CALL_LEAD
+    if len(history) == 1:
+        # Every conversation's first request with these tools starts the same way, up to the examples.
+        beginning = prompt_tokens(llm, chat_prompt(llm, messages[:2], open_turn=False))
+        evaluate(llm, prompt_tokens(llm, prompt), watch, keep=len(beginning))
     names = list(dict.fromkeys([*(tool["name"] for tool in tools), NO_TOOL]))
     # Scoring every name, rather than letting the model write one, also weighs the ones it would not start with.
     likelihood = log_likelihoods(llm, {name: prompt_tokens(llm, f'{prompt}{name}"') for name in names}, watch)
