@@ -93,6 +93,16 @@ def env_database(name: str, default: str) -> dict:
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
         }
+    elif config["ENGINE"] == "django.db.backends.postgresql":
+        # Connections are taken from a pool and given back after each short piece of work, rather than opened
+        # for it (a few milliseconds each time); a pooled one is checked before use (health checks), so one left
+        # broken by a database restart is replaced, not handed out. While the database is unreachable, taking
+        # one fails after `timeout` seconds as connecting would, and the work is tried again (runs.db.retrying).
+        config["CONN_HEALTH_CHECKS"] = True
+        config["OPTIONS"] = {
+            **config.get("OPTIONS", {}),
+            "pool": {"min_size": 2, "max_size": env_int("DATABASE_POOL_SIZE", 20), "timeout": 2},
+        }
     return config
 
 
@@ -161,7 +171,7 @@ if REDIS_URL:
     }
 else:
     # Room for a whole answer's tokens should a socket fall behind: a full channel drops messages.
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5000}}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "agentchat.layers.LocalChannelLayer", "CONFIG": {"capacity": 5000}}}
 
 # Counters every process must agree on (a user's message rate) live in the cache: Redis when there is one.
 if REDIS_URL:

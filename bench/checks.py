@@ -1,4 +1,5 @@
-"""Pure helpers of the benchmark: percentiles and the no-loss check of one stream (tested in tests/bench)."""
+"""Pure helpers of the benchmark: percentiles, the no-loss check of one stream, what passes, the capacity search
+(tested in tests/bench)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 TOKEN = re.compile(r"^([A-Za-z0-9_-]+)\.(\d+)$")
+# Fewer samples than this make a 99th percentile little more than the slowest one: it is not reported.
+MIN_P99_SAMPLES = 100
+# Capacity: the most concurrent streams whose added time to first token stays within this at p99, intact.
+CAPACITY_ADDED_P99_MS = 250.0
+# Below this many streams a probe needs more rounds than the search's time allows.
+CAPACITY_FLOOR = 10
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -77,3 +84,33 @@ def check_stream(text: str, tag: str, count: int, seqs: list[int] | None = None)
         foreign=foreign,
         seq_problems=seq_problems,
     )
+
+
+def intact(summary: dict) -> bool:
+    """Every run of a level completed, each with every token once and in order."""
+    return summary["streams_with_integrity_problems"] == 0 and summary["completed"] == summary["runs"]
+
+
+def within_capacity(level: dict) -> bool:
+    """A level (or a capacity probe) the server carried: added TTFT p99 within the bound, every run intact."""
+    added = level["added_ttft_p99_ms"]
+    return added is not None and added <= CAPACITY_ADDED_P99_MS and intact(level["agentchat"])
+
+
+def bracket(results: dict[int, bool]) -> tuple[int, int | None]:
+    """The most streams that passed below the fewest that failed (0 when none), and that fewest (None when none)."""
+    failed = min((streams for streams, ok in results.items() if not ok), default=None)
+    passed = max((streams for streams, ok in results.items() if ok and (failed is None or streams < failed)), default=0)
+    return passed, failed
+
+
+def next_probe(passed: int, failed: int | None, *, start: int, most: int, floor: int = CAPACITY_FLOOR) -> int | None:
+    """The number of streams to try next: doubling until one fails, then halving the gap; None once it is
+    within about 10%, or at the bounds (`most` passed, `floor` failed)."""
+    if failed is None:
+        streams = min(most, passed * 2 if passed else start)
+    elif failed <= passed * 1.1 + 1:
+        return None
+    else:
+        streams = max(floor, (passed + failed) // 2)
+    return streams if passed < streams and (failed is None or streams < failed) else None

@@ -15,8 +15,24 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from .checks import Integrity, check_stream
-from .fake_provider import prompt
+from .fake_provider import Pace, prompt
 from .stack import BENCH_USER, Server
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """One stream of a round, asked the same of the direct client and of AgentChat: the same length and pace."""
+
+    name: str
+    count: int
+    pace: Pace
+
+    def tag(self, leg: str) -> str:
+        """The stream's tokens' tag on one leg (`direct` or `agentchat`): its name after the leg's initial."""
+        return f"{leg[0]}{self.name}"
+
+    def prompt(self, leg: str) -> str:
+        return prompt(self.tag(leg), self.count, self.pace)
 
 
 @dataclass
@@ -131,20 +147,21 @@ async def close_sockets(sockets: list, parallel: int = 50) -> None:
     await asyncio.gather(*(one(ws) for ws in sockets if not isinstance(ws, BaseException)))
 
 
-async def not_opened(error: BaseException, tag: str, count: int) -> StreamResult:
+async def not_opened(error: BaseException, plan: StreamPlan) -> StreamResult:
     result = StreamResult(error=f"the socket did not open: {error!r}"[:300])
-    result.integrity = check_stream("", tag, count)
+    result.integrity = check_stream("", plan.tag("agentchat"), plan.count)
     return result
 
 
-async def agentchat_stream(ws, tag: str, count: int, start: asyncio.Event, timeout: float) -> StreamResult:
+async def agentchat_stream(ws, plan: StreamPlan, start: asyncio.Event, timeout: float) -> StreamResult:
     result = StreamResult()
     run_id = None
+    tag = plan.tag("agentchat")
     await start.wait()
     try:
         async with asyncio.timeout(timeout):
             result.sent = time.perf_counter()
-            await ws.send(json.dumps({"type": "message", "content": prompt(tag, count), "client_id": tag}))
+            await ws.send(json.dumps({"type": "message", "content": plan.prompt("agentchat"), "client_id": tag}))
             while True:
                 raw = await ws.recv()
                 now = time.perf_counter()
@@ -176,18 +193,18 @@ async def agentchat_stream(ws, tag: str, count: int, start: asyncio.Event, timeo
         result.error = result.error or f"no run_finished within {timeout:g} s"
     except ConnectionClosed as exc:
         result.error = f"socket closed: {exc}"
-    result.integrity = check_stream("".join(result.tokens_text), tag, count, result.seqs)
+    result.integrity = check_stream("".join(result.tokens_text), tag, plan.count, result.seqs)
     return result
 
 
-async def direct_stream(client: openai.AsyncOpenAI, tag: str, count: int, start: asyncio.Event, timeout: float):
+async def direct_stream(client: openai.AsyncOpenAI, plan: StreamPlan, start: asyncio.Event, timeout: float):
     result = StreamResult()
     await start.wait()
     try:
         async with asyncio.timeout(timeout):
             result.sent = time.perf_counter()
             stream = await client.chat.completions.create(
-                model="bench-model", messages=[{"role": "user", "content": prompt(tag, count)}], stream=True
+                model="bench-model", messages=[{"role": "user", "content": plan.prompt("direct")}], stream=True
             )
             async for chunk in stream:
                 now = time.perf_counter()
@@ -204,5 +221,5 @@ async def direct_stream(client: openai.AsyncOpenAI, tag: str, count: int, start:
         result.error = f"not finished within {timeout:g} s"
     except openai.OpenAIError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
-    result.integrity = check_stream("".join(result.tokens_text), tag, count)
+    result.integrity = check_stream("".join(result.tokens_text), plan.tag("direct"), plan.count)
     return result

@@ -1,6 +1,6 @@
-"""A fast OpenAI-compatible chat-completions server for the benchmark: fixed time-to-first-token, fixed token rate.
+"""A fast OpenAI-compatible chat-completions server for the benchmark: scripted time-to-first-token and token rate.
 
-    python -m bench.fake_provider --port 0 --ttft-ms 50 --rate 500
+    python -m bench.fake_provider --port 0 --ttft-ms 20-50 --rate 50
 
 prints one line `{"port": N}` when it listens, then serves until SIGTERM or SIGINT. It is a small
 asyncio HTTP/1.1 server (keep-alive, chunked server-sent events), so one process holds hundreds of
@@ -8,9 +8,11 @@ concurrent streams.
 
 What it answers is decided by the last user message, so that a client knows the exact text to expect:
 `bench:<tag>:<count>` streams `count` tokens, token i being `token(tag, i)`; any other message gets
-`DEFAULT_TOKENS` tokens tagged `x`. The first token is sent `ttft` seconds after the request was read,
-token i at `ttft + i / rate`; tokens that are due together go out in one write (every `tick` seconds at
-most once), and a client that reads slowly holds the stream back (the rate is a ceiling).
+`DEFAULT_TOKENS` tokens tagged `x`. The message may also set the stream's pace, `bench:<tag>:<count>:<ttft
+ms>:<tokens/s>`, so that two clients asking the same get the same; otherwise the first token comes at a
+point of the `--ttft-ms` range that the tag fixes. The first token is sent `ttft` seconds after the
+request was read, token i at `ttft + i / rate`; tokens that are due together go out in one write (every
+`tick` seconds at most once), and a client that reads slowly holds the stream back (the rate is a ceiling).
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, replace
 
-DEFAULT_TTFT_MS = 50.0
-DEFAULT_RATE = 500.0  # tokens per second per stream
+DEFAULT_TTFT_MS = (20.0, 50.0)  # each stream's first token comes at a point of this range
+DEFAULT_RATE = 50.0  # tokens per second per stream
 DEFAULT_TICK_MS = 5.0
 DEFAULT_TOKENS = 20
 MAX_BODY = 16 * 1024 * 1024
-PROMPT = re.compile(r"bench:([A-Za-z0-9_-]{1,32}):(\d{1,6})")
+NUMBER = r"(\d{1,6}(?:\.\d+)?)"
+PROMPT = re.compile(rf"bench:([A-Za-z0-9_-]{{1,32}}):(\d{{1,6}})(?::{NUMBER}:{NUMBER})?")
 
 
 def token(tag: str, index: int) -> str:
@@ -43,30 +47,44 @@ def expected_text(tag: str, count: int) -> str:
     return "".join(token(tag, index) for index in range(count))
 
 
-def prompt(tag: str, count: int) -> str:
-    return f"bench:{tag}:{count}"
+def prompt(tag: str, count: int, pace: Pace | None = None) -> str:
+    """The message that asks for `count` tokens tagged `tag`, at `pace` when given (the provider's own otherwise)."""
+    if pace is None:
+        return f"bench:{tag}:{count}"
+    return f"bench:{tag}:{count}:{pace.ttft * 1000:.3f}:{pace.rate:g}"
 
 
 @dataclass(frozen=True)
 class Pace:
-    ttft: float = DEFAULT_TTFT_MS / 1000
+    ttft: float = DEFAULT_TTFT_MS[0] / 1000
     rate: float = DEFAULT_RATE  # <= 0: as fast as the client reads
     tick: float = DEFAULT_TICK_MS / 1000
+    ttft_max: float | None = None  # with it, a stream's first token comes between `ttft` and this
 
     def due(self, index: int) -> float:
         """Seconds after the request when token `index` is due."""
         return self.ttft + (index / self.rate if self.rate > 0 else 0.0)
 
+    def for_stream(self, key: str) -> Pace:
+        """One stream's pace: its first token at the point of the range that `key` fixes (same key, same point)."""
+        if self.ttft_max is None:
+            return self
+        point = zlib.crc32(key.encode()) / 2**32
+        return replace(self, ttft=self.ttft + (self.ttft_max - self.ttft) * point, ttft_max=None)
 
-def _reply_for(body: dict) -> tuple[str, int]:
+
+def _reply_for(body: dict, pace: Pace) -> tuple[str, int, Pace]:
     messages = body.get("messages") or []
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
             found = PROMPT.search(str(message.get("content") or ""))
-            if found:
-                return found.group(1), int(found.group(2))
-            break
-    return "x", DEFAULT_TOKENS
+            if found is None:
+                break
+            tag, count, ttft_ms, rate = found.groups()
+            if ttft_ms is None:
+                return tag, int(count), pace.for_stream(tag)
+            return tag, int(count), replace(pace, ttft=float(ttft_ms) / 1000, rate=float(rate), ttft_max=None)
+    return "x", DEFAULT_TOKENS, pace.for_stream("x")
 
 
 class FakeProvider:
@@ -131,11 +149,11 @@ class FakeProvider:
                 except ValueError:
                     await self._respond(writer, 400, {"error": {"message": "Body is not JSON"}})
                     continue
-                tag, count = _reply_for(body if isinstance(body, dict) else {})
+                tag, count, pace = _reply_for(body if isinstance(body, dict) else {}, self.pace)
                 if body.get("stream"):
-                    await self._stream(writer, tag, count, received)
+                    await self._stream(writer, tag, count, pace, received)
                 else:
-                    await asyncio.sleep(max(0.0, received + self.pace.due(count) - time.monotonic()))
+                    await asyncio.sleep(max(0.0, received + pace.due(count) - time.monotonic()))
                     await self._respond(writer, 200, self._completion(tag, count))
                 self.served += 1
                 if headers.get("connection", "").lower() == "close":
@@ -174,7 +192,7 @@ class FakeProvider:
         )
         await writer.drain()
 
-    async def _stream(self, writer: asyncio.StreamWriter, tag: str, count: int, received: float) -> None:
+    async def _stream(self, writer: asyncio.StreamWriter, tag: str, count: int, pace: Pace, received: float) -> None:
         self.streams += 1
         try:
             created = int(time.time())
@@ -187,7 +205,7 @@ class FakeProvider:
                 b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":%d,"model":%s,'
                 b'"choices":[{"index":0,"delta":{"content":' % (created, json.dumps(self.model).encode())
             )
-            pace, sent = self.pace, 0
+            sent = 0
             first = self._chunk(created, {"role": "assistant", "content": ""})
             while sent < count:
                 now = time.monotonic() - received
@@ -230,16 +248,27 @@ async def serve(pace: Pace, host: str = "127.0.0.1", port: int = 0, ready=None) 
 
 
 def pace_from(args: argparse.Namespace) -> Pace:
-    return Pace(ttft=args.ttft_ms / 1000, rate=args.rate, tick=args.tick_ms / 1000)
+    low, high = args.ttft_ms
+    return Pace(ttft=low / 1000, rate=args.rate, tick=args.tick_ms / 1000, ttft_max=high / 1000)
+
+
+def ttft_range(text: str) -> tuple[float, float]:
+    """`20-50` or `50` (ms) → (low, high)."""
+    low, _, high = str(text).partition("-")
+    values = float(low), float(high or low)
+    if not 0 <= values[0] <= values[1]:
+        raise argparse.ArgumentTypeError(f"not a range of milliseconds: {text!r}")
+    return values
 
 
 def add_pace_arguments(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     parser.add_argument(
         "--ttft-ms",
-        type=float,
-        default=float(env("BENCH_TTFT_MS", DEFAULT_TTFT_MS)),
-        help="time to first token, ms (env BENCH_TTFT_MS; default %(default)s)",
+        type=ttft_range,
+        default=env("BENCH_TTFT_MS", "{:g}-{:g}".format(*DEFAULT_TTFT_MS)),
+        help="time to first token, ms: a range (each stream gets a point of it) or one value "
+        "(env BENCH_TTFT_MS; default %(default)s)",
     )
     parser.add_argument(
         "--rate",

@@ -1,4 +1,4 @@
-"""What `make bench` makes of the streams: percentiles, throughput, database writes and idle sockets."""
+"""What `make bench` makes of the streams: percentiles, database writes and idle sockets."""
 
 from __future__ import annotations
 
@@ -6,27 +6,20 @@ import asyncio
 import time
 from typing import Any
 
-from .checks import percentile
+from .checks import MIN_P99_SAMPLES, percentile
 from .clients import StreamResult, close_sockets, open_sockets
 from .stack import Stack, rss_kb
 
 
-def _window(values_from: list[float | None], values_to: list[float | None]) -> float:
-    starts = [value for value in values_from if value is not None]
-    ends = [value for value in values_to if value is not None]
-    return max(ends) - min(starts) if starts and ends else 0.0
+def summarize(rounds: list[list[StreamResult]]) -> dict[str, Any]:
+    """The figures of one leg of a level: `rounds` of concurrent streams, one round after the other.
 
-
-def summarize(rounds: list[list[StreamResult]], processes: int = 1) -> dict[str, Any]:
-    """The figures of a level: `rounds` of concurrent streams, one round after the other."""
+    The 99th percentile is given only from MIN_P99_SAMPLES first tokens up: `ttft_samples` says how many there were.
+    """
     results = [result for one_round in rounds for result in one_round]
     ttfts = [r.ttft * 1000 for r in results if r.ttft is not None]
     echoes = [(r.echo - r.sent) * 1000 for r in results if r.echo is not None]
     starts = [(r.run_started - r.sent) * 1000 for r in results if r.run_started is not None]
-    tokens = sum(r.integrity.received for r in results if r.integrity)
-    # Rates are over the time the streams of a round were live, added up over the rounds.
-    token_window = sum(_window([r.first_token for r in rnd], [r.last_token for r in rnd]) for rnd in rounds)
-    wall = sum(_window([r.sent or None for r in rnd], [r.finished for r in rnd]) for rnd in rounds)
     failed = [r for r in results if r.error or r.status != "completed"]
     # A run that failed, or that the client gave up on, is missing its tail: "undelivered", not "lost".
     done = [r for r in results if r.finished is not None and r.status == "completed" and r.integrity]
@@ -41,19 +34,15 @@ def summarize(rounds: list[list[StreamResult]], processes: int = 1) -> dict[str,
         "rounds": len(rounds),
         "runs": len(results),
         "completed": len(results) - len(failed),
+        "ttft_samples": len(ttfts),
         "ttft_p50_ms": percentile(ttfts, 50),
-        "ttft_p99_ms": percentile(ttfts, 99),
+        "ttft_p99_ms": percentile(ttfts, 99) if len(ttfts) >= MIN_P99_SAMPLES else None,
         "ttft_max_ms": max(ttfts) if ttfts else None,
         # Where AgentChat's time to first token goes: the echo of the stored message, then run_started.
         "echo_p50_ms": percentile(echoes, 50),
         "run_started_p50_ms": percentile(starts, 50),
-        "tokens": tokens,
+        "tokens": sum(r.integrity.received for r in results if r.integrity),
         "frames": sum(r.frames for r in results),
-        "wall_s": wall,
-        "token_window_s": token_window,
-        "tokens_per_s": tokens / token_window if token_window else None,
-        "tokens_per_s_per_process": tokens / token_window / processes if token_window else None,
-        "frames_per_s": sum(r.frames for r in results) / wall if wall else None,
         "streaming_s_mean": sum(r.streaming for r in results) / len(results) if results else 0.0,
         "lost": sum(r.integrity.lost for r in done),
         "unfinished": len(cut),  # failed, or not finished when the client gave up

@@ -1,12 +1,15 @@
 """`make bench`: AgentChat streaming side by side with a direct `openai` client, measured by the clients' clocks.
 
-One process tree: this driver starts the fake provider (bench/fake_provider.py) and the server
-(bench/server.py: daphne on a throwaway SQLite file, or on a throwaway PostgreSQL database with Redis
-and two daphne processes when DATABASE_URL and REDIS_URL are set), then, for each concurrency level,
-N direct `openai.AsyncOpenAI` streams and N WebSocket clients (each: a conversation of its own made
-over the REST API with a JWT, first-frame auth, one message, read until `run_finished`); then, once, the
-front door (bench/front_door.py: three 10 MB uploads, two 60 MB bodies refused, pings meanwhile). It
-prints a table and writes bench/results/bench-<time>.json and .png (and latest.json / latest.png).
+One process tree per setup: this driver starts the fake provider (bench/fake_provider.py) and the server
+(bench/server.py): first daphne on a throwaway SQLite file, then, when PostgreSQL and Redis are there
+(DATABASE_URL and REDIS_URL, or their usual loopback ports), two daphne processes on a throwaway PostgreSQL
+database with Redis. At each concurrency level, round after round, N direct `openai.AsyncOpenAI` streams and
+N WebSocket clients (each: a conversation of its own made over the REST API with a JWT, first-frame auth,
+one message, read until `run_finished`) ask for the same N streams, the direct client first in every other
+round. Then it searches each setup's capacity: the most concurrent streams it carries within the bound on
+added time to first token; then, once, the front door (bench/front_door.py: three 10 MB uploads, two 60 MB
+bodies refused, pings meanwhile). It prints a table and writes bench/results/bench-<time>.json, .md and
+.png (and latest.json / latest.md / latest.png).
 
     python -m bench --help
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -22,225 +26,409 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import openai
 
-from .checks import Integrity
-from .clients import Api, agentchat_stream, close_sockets, direct_stream, not_opened, open_sockets
-from .fake_provider import DEFAULT_TOKENS, add_pace_arguments
+from .checks import MIN_P99_SAMPLES, Integrity, bracket, intact, next_probe, within_capacity
+from .clients import (
+    Api,
+    StreamPlan,
+    StreamResult,
+    agentchat_stream,
+    close_sockets,
+    direct_stream,
+    not_opened,
+    open_sockets,
+)
+from .fake_provider import DEFAULT_TOKENS, add_pace_arguments, pace_from
 from .front_door import measure_front_door
 from .measures import difference, idle_sockets, settled_writes, summarize, total_writes
-from .report import chart, hot_spots, machine, render, shown, targets
-from .stack import MemorySampler, Profile, Stack, cpu_seconds, log, rss_kb, start_stack
+from .report import chart, commit, hot_spots, machine, markdown, render, shown, targets
+from .stack import MemorySampler, Profile, Setup, Stack, cpu_seconds, log, rss_kb, scaled_setup, start_stack
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-# The target for database writes: at most one per this many seconds of streaming, plus five, per run.
-WRITES_TARGET_INTERVAL = 0.3
+# The capacity search doubles from here when no level has told it more.
+CAPACITY_START = 50
+# A level or a probe starts only with this much of the budget left; a second setup, with twice as much.
+LEAST_LEFT_S = 30
 
 
-# --- the clients -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Level:
+    """`streams` concurrent streams, `rounds` times over, of `tokens` tokens at `rate` tokens a second."""
+
+    streams: int
+    rounds: int
+    tokens: int
+    rate: float
+    label: str
+    stress: bool = False
 
 
-# --- the phases ------------------------------------------------------------------------------------
+@dataclass
+class Bench:
+    """What the levels and probes of one setup share."""
+
+    args: argparse.Namespace
+    setup: Setup
+    stack: Stack
+    api: Api
+    direct: openai.AsyncOpenAI
+    token: str
+    sampler: MemorySampler
+
+    def left(self) -> float:
+        return self.args.deadline - time.monotonic()
 
 
-async def run_direct(
-    client: openai.AsyncOpenAI, streams: int, tokens: int, label: str, timeout: float, rounds: int = 1
-) -> dict:
-    results = []
-    deadline = time.monotonic() + timeout
-    for round_index in range(rounds):
-        start = asyncio.Event()
-        tasks = [
-            asyncio.create_task(
-                direct_stream(client, f"d{label}r{round_index}x{index}", tokens, start, deadline - time.monotonic())
-            )
-            for index in range(streams)
-        ]
-        await asyncio.sleep(0.05)
-        start.set()
-        results.append(await asyncio.gather(*tasks))
-    return summarize(results)
-
-
-async def run_agentchat(
-    stack: Stack,
-    conversations: list[str],
-    token: str,
-    tokens: int,
-    label: str,
-    timeout: float,
-    sampler,
-    profile=None,
-    rounds: int = 1,
-) -> dict:
-    """`rounds` rounds of len(conversations) / rounds concurrent streams, each socket its own conversation."""
-    servers = stack.servers
-    streams = len(conversations) // rounds
-    sockets = await open_sockets(servers, conversations, token, tolerate=True)
-    try:
-        cpu_before = {server.name: cpu_seconds(server.pid) for server in servers}
-        writes_before = await asyncio.to_thread(total_writes, stack)
-        sampler.reset()
-        if profile is not None:
-            await asyncio.to_thread(profile.start)
-        deadline = time.monotonic() + timeout
-        started = time.perf_counter()
-        results = []
-        for round_index in range(rounds):
-            start = asyncio.Event()
-            tasks = [
-                asyncio.create_task(
-                    not_opened(ws, f"a{label}r{round_index}x{index}", tokens)
-                    if isinstance(ws, BaseException)
-                    else agentchat_stream(
-                        ws, f"a{label}r{round_index}x{index}", tokens, start, deadline - time.monotonic()
-                    )
-                )
-                for index, ws in enumerate(sockets[round_index * streams : (round_index + 1) * streams])
-            ]
-            await asyncio.sleep(0.05)
-            start.set()
-            results.append(await asyncio.gather(*tasks))
-        elapsed = time.perf_counter() - started
-        if profile is not None:
-            await asyncio.to_thread(profile.stop)
-        writes = difference(await settled_writes(stack), writes_before)
-        peaks = sampler.peak()
-        cpu = {server.name: cpu_seconds(server.pid) - cpu_before[server.name] for server in servers}
-    finally:
-        await close_sockets(sockets)
-    summary = summarize(results, processes=len(servers))
-    runs = summary["runs"]
-    every = [result for one_round in results for result in one_round]
-    allowed = sum(int(result.streaming / WRITES_TARGET_INTERVAL) + 5 for result in every) / runs if runs else 0
-    summary.update(
-        {
-            "db_writes": sum(writes.values()),
-            "db_writes_per_run": sum(writes.values()) / runs if runs else None,
-            "db_writes_allowed_per_run": allowed,
-            "db_writes_by_statement": writes,
-            "peak_rss_mb": {name: kb / 1024 for name, kb in peaks.items()},
-            "server_cpu_s": cpu,
-            "server_cpu_share": sum(cpu.values()) / elapsed / len(servers) if elapsed else None,
-        }
-    )
-    return summary
-
-
-# --- main ------------------------------------------------------------------------------------------
+# --- one level -------------------------------------------------------------------------------------
 
 
 def rounds_for(args: argparse.Namespace, streams: int) -> int:
-    """Small levels are run several times over, one round after the other, for enough TTFT samples."""
-    return max(1, -(-args.samples // streams))
+    """Enough rounds for MIN_P99_SAMPLES first tokens, at most `--max-rounds`."""
+    return min(args.max_rounds, -(-MIN_P99_SAMPLES // streams))
 
 
-def tokens_for(args: argparse.Namespace, streams: int) -> int:
-    return max(1, min(args.tokens, args.level_tokens // streams))
+def tokens_for(args: argparse.Namespace, rounds: int) -> int:
+    """A level of many rounds gets shorter streams: a lone stream's first token does not depend on its length."""
+    return max(1, min(args.tokens, args.level_tokens // rounds))
 
 
-async def measure(args: argparse.Namespace, stack: Stack, report: dict[str, Any]) -> None:
-    apis = [Api(server, stack.password) for server in stack.servers]
-    direct = openai.AsyncOpenAI(
-        api_key="sk-bench-not-a-secret", base_url=stack.provider_url, max_retries=0, timeout=120
-    )
+def level_for(args: argparse.Namespace, streams: int, rounds: int, label: str) -> Level:
+    return Level(streams, rounds, tokens_for(args, rounds), args.rate, label)
+
+
+def stream_plans(args: argparse.Namespace, level: Level) -> list[list[StreamPlan]]:
+    """Each round's streams: the pace of each fixed by its name, so that both legs get the same."""
+    pace = dataclasses.replace(pace_from(args), rate=level.rate)
+    names = [[f"{level.label}r{r}x{index}" for index in range(level.streams)] for r in range(level.rounds)]
+    return [[StreamPlan(name, level.tokens, pace.for_stream(name)) for name in row] for row in names]
+
+
+def round_order(index: int) -> tuple[str, str]:
+    """The legs of round `index`: direct first in even rounds, AgentChat first in odd ones (ABBA), so that
+    a drift in the machine's speed during a level falls on both alike."""
+    return ("direct", "agentchat") if index % 2 == 0 else ("agentchat", "direct")
+
+
+async def play_round(
+    leg: str, direct: openai.AsyncOpenAI, sockets: list, plan: list[StreamPlan], timeout: float
+) -> list[StreamResult]:
+    """One round of one leg: every stream's task made first, then all started by one signal."""
+    start = asyncio.Event()
+    if leg == "direct":
+        streams = [direct_stream(direct, one, start, timeout) for one in plan]
+    else:
+        streams = [
+            not_opened(ws, one) if isinstance(ws, BaseException) else agentchat_stream(ws, one, start, timeout)
+            for ws, one in zip(sockets, plan, strict=True)
+        ]
+    tasks = [asyncio.create_task(stream) for stream in streams]
+    await asyncio.sleep(0.05)
+    start.set()
+    return await asyncio.gather(*tasks)
+
+
+async def run_level(bench: Bench, level: Level, profile: Profile | None = None) -> dict[str, Any]:
+    """The level's rounds, both legs in each; the server's writes, memory and CPU over the whole level (the
+    direct legs do not touch it)."""
+    stack = bench.stack
+    conversations = await bench.api.conversations(level.streams * level.rounds, level.label)
+    sockets = await open_sockets(stack.servers, conversations, bench.token, tolerate=True)
+    legs: dict[str, list[list[StreamResult]]] = {"direct": [], "agentchat": []}
+    agentchat_seconds = 0.0
     try:
-        token = await apis[0].sign_in()
-        needed = sum(streams * rounds_for(args, streams) for streams in args.levels) + len(stack.servers)
-        log(f"creating {needed} conversations over the REST API")
-        conversations = await apis[0].conversations(needed, "conversation")
-        warm, pool = conversations[: len(stack.servers)], conversations[len(stack.servers) :]
-
-        if args.idle_sockets:
-            log(f"opening {args.idle_sockets} idle authenticated sockets on {stack.servers[0].name}")
-            report["idle_sockets"] = await idle_sockets(stack, pool or warm, token, args.idle_sockets)
-
-        log("warming up (one run per process, one direct stream)")
-        await run_direct(direct, 1, DEFAULT_TOKENS, "warm", args.timeout)
-        sampler_warm = MemorySampler(stack.servers)
-        for index, server in enumerate(stack.servers):
-            solo = Stack(stack.work_dir, stack.provider, stack.provider_url, [server], stack.mode, stack.password)
-            await run_agentchat(solo, [warm[index]], token, DEFAULT_TOKENS, f"warm{index}", args.timeout, sampler_warm)
-
-        sampler = MemorySampler(stack.servers)
-        sampler.start()
-        offset = 0
-        for streams in args.levels:
-            left = args.budget - (time.monotonic() - args.began)
-            if left < 30:  # a level cut short measures nothing worth reporting
-                log(f"the time budget ({args.budget:g} s) is spent: {streams} streams skipped")
-                report.setdefault("skipped_levels", []).append(streams)
-                continue
-            timeout = min(args.timeout, left)
-            tokens, rounds = tokens_for(args, streams), rounds_for(args, streams)
-            mine, offset = pool[offset : offset + streams * rounds], offset + streams * rounds
-            times = f", {rounds} rounds one after the other" if rounds > 1 else ""
-            log(f"{streams} streams × {tokens} tokens{times}: direct client")
-            direct_summary = await run_direct(direct, streams, tokens, str(streams), timeout, rounds)
-            log(f"{streams} streams × {tokens} tokens{times}: AgentChat")
-            profile = None
-            if args.profile and streams == args.profile_level:
-                args.out.mkdir(parents=True, exist_ok=True)
-                output = args.out / f"profile-{streams}.txt"
-                profile = Profile(stack.servers[0].pid, output, stack.work_dir)
-            chat = await run_agentchat(
-                stack, mine, token, tokens, str(streams), timeout, sampler, profile=profile, rounds=rounds
-            )
-            level = {
-                "streams": streams,
-                "tokens_per_stream": tokens,
-                "rounds": rounds,
-                "direct": direct_summary,
-                "agentchat": chat,
-                "added_ttft_p50_ms": _minus(chat["ttft_p50_ms"], direct_summary["ttft_p50_ms"]),
-                "added_ttft_p99_ms": _minus(chat["ttft_p99_ms"], direct_summary["ttft_p99_ms"]),
-            }
-            report["levels"].append(level)
-            if profile is not None and profile.output.exists():
-                report["profile"] = {"streams": streams, "raw": shown(profile.output)}
-                report["profile"].update(hot_spots(profile.output, seconds=profile.seconds, rate=profile.RATE))
-        sampler.stopping.set()
-        report["peak_rss_mb"] = {server.name: rss_kb(server.pid, "VmHWM") / 1024 for server in stack.servers}
-
-        # Once, after the levels (so that their memory figures hold no upload), outside the budget: ~1 minute.
-        if args.uploads:
-            report["front_door"] = await measure_front_door(stack, apis[0], stack.work_dir / "front-door")
+        cpu_before = {server.name: cpu_seconds(server.pid) for server in stack.servers}
+        writes_before = await asyncio.to_thread(total_writes, stack)
+        bench.sampler.reset()
+        if profile is not None:
+            await asyncio.to_thread(profile.start)
+        deadline = time.monotonic() + min(bench.args.timeout, bench.left())
+        for index, plan in enumerate(stream_plans(bench.args, level)):
+            mine = sockets[index * level.streams : (index + 1) * level.streams]
+            for leg in round_order(index):
+                started = time.perf_counter()
+                legs[leg].append(await play_round(leg, bench.direct, mine, plan, deadline - time.monotonic()))
+                if leg == "agentchat":
+                    agentchat_seconds += time.perf_counter() - started
+        if profile is not None:
+            await asyncio.to_thread(profile.stop)
+        writes = difference(await settled_writes(stack), writes_before)
+        peaks = bench.sampler.peak()
+        cpu = {server.name: cpu_seconds(server.pid) - cpu_before[server.name] for server in stack.servers}
     finally:
-        await direct.close()
-        for api in apis:
-            await api.close()
+        await close_sockets(sockets)
+    direct, chat = summarize(legs["direct"]), summarize(legs["agentchat"])
+    runs = chat["runs"]
+    chat.update(
+        {
+            "db_writes": sum(writes.values()),
+            "db_writes_per_run": sum(writes.values()) / runs if runs else None,
+            "db_writes_by_statement": writes,
+            "peak_rss_mb": {name: kb / 1024 for name, kb in peaks.items()},
+            "server_cpu_s": cpu,
+            "server_cpu_share": sum(cpu.values()) / agentchat_seconds / len(stack.servers)
+            if agentchat_seconds
+            else None,
+        }
+    )
+    return {
+        "setup": bench.setup.name,
+        "streams": level.streams,
+        "rounds": level.rounds,
+        "tokens_per_stream": level.tokens,
+        "rate": level.rate,
+        "stress": level.stress,
+        "direct": direct,
+        "agentchat": chat,
+        "added_ttft_p50_ms": _minus(chat["ttft_p50_ms"], direct["ttft_p50_ms"]),
+        "added_ttft_p99_ms": _minus(chat["ttft_p99_ms"], direct["ttft_p99_ms"]),
+    }
 
 
 def _minus(a, b):
     return None if a is None or b is None else a - b
 
 
+# --- capacity --------------------------------------------------------------------------------------
+
+
+def tried(level: dict[str, Any], source: str) -> dict[str, Any]:
+    """A level or probe as the capacity search saw it."""
+    chat = level["agentchat"]
+    problems = ("lost", "duplicated", "reordered", "foreign", "seq_problems", "unfinished")
+    return {
+        "streams": level["streams"],
+        "rounds": level["rounds"],
+        "source": source,
+        "samples": chat["ttft_samples"],
+        "added_ttft_p50_ms": level["added_ttft_p50_ms"],
+        "added_ttft_p99_ms": level["added_ttft_p99_ms"],
+        "intact": intact(chat),
+        "problems": {key: chat[key] for key in problems},
+        "errors": chat["errors"],
+        "ok": within_capacity(level),
+    }
+
+
+async def find_capacity(bench: Bench, levels: list[dict[str, Any]]) -> dict[str, Any]:
+    """The most concurrent streams the setup carries (checks.within_capacity), to about 10%.
+
+    The setup's levels at the usual pace with enough samples count as tried already; then probes of
+    MIN_P99_SAMPLES streams or more each, doubling from the most that passed until one fails, then
+    halving the gap. A probe starts only within `--capacity-budget` and the bench's budget.
+    """
+    args = bench.args
+    ends = time.monotonic() + args.capacity_budget
+    seen = [
+        tried(level, "level")
+        for level in levels
+        if not level["stress"] and level["streams"] * level["rounds"] >= MIN_P99_SAMPLES
+    ]
+    results = {entry["streams"]: entry["ok"] for entry in seen}
+    cut_short = False
+    while (streams := next_probe(*bracket(results), start=CAPACITY_START, most=args.capacity_max)) is not None:
+        if time.monotonic() > ends or bench.left() < LEAST_LEFT_S:
+            cut_short = True
+            log(f"capacity: the time is spent, {streams} streams not tried")
+            break
+        rounds = -(-MIN_P99_SAMPLES // streams)
+        log(f"capacity: {streams} streams × {rounds} rounds")
+        entry = tried(await run_level(bench, level_for(args, streams, rounds, f"c{streams}")), "probe")
+        log(f"capacity: {streams} streams {'carried' if entry['ok'] else 'not carried'}")
+        seen.append(entry)
+        results[streams] = entry["ok"]
+    passed, failed = bracket(results)
+    return {"streams": passed, "failed_at": failed, "cut_short": cut_short, "tried": seen}
+
+
+# --- a setup ---------------------------------------------------------------------------------------
+
+
+def levels_of(args: argparse.Namespace, first: bool) -> list[Level]:
+    """The first setup's levels and the stress level; a second setup's `--scaled-levels`."""
+    counts = args.levels if first else args.scaled_levels
+    levels = [level_for(args, streams, rounds_for(args, streams), str(streams)) for streams in counts]
+    if first and args.stress:
+        streams, rate = args.stress
+        rounds = rounds_for(args, streams)
+        levels.append(Level(streams, rounds, tokens_for(args, rounds), rate, f"s{streams}", stress=True))
+    return levels
+
+
+async def measure(
+    args: argparse.Namespace, setup: Setup, stack: Stack, report: dict[str, Any], entry: dict[str, Any]
+) -> None:
+    first = len(report["setups"]) == 1
+    api = Api(stack.servers[0], stack.password)
+    direct = openai.AsyncOpenAI(
+        api_key="sk-bench-not-a-secret", base_url=stack.provider_url, max_retries=0, timeout=120
+    )
+    sampler = MemorySampler(stack.servers)
+    try:
+        bench = Bench(args, setup, stack, api, direct, await api.sign_in(), sampler)
+        if first and args.idle_sockets:
+            log(f"opening {args.idle_sockets} idle authenticated sockets on {stack.servers[0].name}")
+            conversations = await api.conversations(min(100, args.idle_sockets), "idle")
+            report["idle_sockets"] = await idle_sockets(stack, conversations, bench.token, args.idle_sockets)
+
+        log("warming up (one run per process, as many direct streams)")
+        await run_level(bench, Level(len(stack.servers), 1, DEFAULT_TOKENS, args.rate, "warm"))
+        sampler.start()
+        for level in levels_of(args, first):
+            name = f"{level.streams} stream{'s' * (level.streams != 1)}"
+            name += f" at {level.rate:g} tokens/s" if level.stress else ""
+            if bench.left() < LEAST_LEFT_S:  # a level cut short measures nothing worth reporting
+                log(f"the time budget ({args.budget:g} s) is spent: {name} skipped")
+                report.setdefault("skipped_levels", []).append(f"{setup.name}: {name}")
+                continue
+            log(f"{name} × {level.tokens} tokens, {level.rounds} round(s), direct and AgentChat in turn")
+            profile = None
+            if first and args.profile and level.streams == args.profile_level and not level.stress:
+                args.out.mkdir(parents=True, exist_ok=True)
+                profile = Profile(stack.servers[0].pid, args.out / f"profile-{level.streams}.txt", stack.work_dir)
+            report["levels"].append(await run_level(bench, level, profile))
+            if profile is not None and profile.output.exists():
+                report["profile"] = {"streams": level.streams, "raw": shown(profile.output)}
+                report["profile"].update(hot_spots(profile.output, seconds=profile.seconds, rate=profile.RATE))
+        if args.capacity_budget > 0:
+            mine = [level for level in report["levels"] if level["setup"] == setup.name]
+            entry["capacity"] = await find_capacity(bench, mine)
+        sampler.stopping.set()
+        entry["peak_rss_mb"] = {server.name: rss_kb(server.pid, "VmHWM") / 1024 for server in stack.servers}
+
+        # Once, after the streams (so that their memory figures hold no upload), outside the budget: ~1 minute.
+        if first and args.uploads:
+            began = time.monotonic()
+            report["front_door"] = await measure_front_door(stack, api, stack.work_dir / "front-door")
+            args.deadline += time.monotonic() - began
+    finally:
+        await direct.close()
+        await api.close()
+
+
+def measure_setup(args: argparse.Namespace, setup: Setup, report: dict[str, Any]) -> None:
+    entry = {"name": setup.name, "mode": setup.mode, "processes": setup.processes}
+    report["setups"].append(entry)
+    log(f"{setup.mode}: starting the fake provider, preparing the database, starting daphne")
+    stack = None
+    failed = True
+    try:
+        stack = start_stack(args, setup)
+        asyncio.run(measure(args, setup, stack, report, entry))
+        failed = False
+    except Exception as exc:
+        # What was measured so far is still reported, with the reason it stopped.
+        log(f"the bench stopped early: {exc!r}")
+        report["failure"] = f"{setup.mode}: {exc!r}"[:500]
+    finally:
+        if stack is not None:
+            stack.stop()
+            if failed:
+                log(f"failed; logs kept in {stack.work_dir}")
+                for child in stack.children:
+                    log(f"--- {child.name}\n{child.tail()}")
+            elif not args.keep:
+                shutil.rmtree(stack.work_dir, ignore_errors=True)
+
+
+def setups(args: argparse.Namespace) -> list[Setup]:
+    chosen = []
+    for name in args.setups:
+        if name == "sqlite":
+            chosen.append(Setup("sqlite"))
+            continue
+        scaled = scaled_setup(args.processes)
+        if scaled is None:
+            log(
+                "PostgreSQL and Redis do not answer on 127.0.0.1:5432 and :6379, and DATABASE_URL and REDIS_URL are "
+                "not set: the scaled setup is skipped"
+            )
+        else:
+            chosen.append(scaled)
+    return chosen
+
+
+def exit_code(report: dict[str, Any], strict: bool) -> int:
+    """1 when the bench stopped early; under `strict`, also when any run (of a level or a capacity probe) failed
+    or lost, repeated or reordered a token; 0 otherwise."""
+    if report.get("failure"):
+        return 1
+    if not strict:
+        return 0
+    probes = [
+        entry
+        for setup in report["setups"]
+        for entry in (setup.get("capacity") or {}).get("tried", [])
+        if entry["source"] == "probe"
+    ]
+    whole = all(intact(level["agentchat"]) for level in report["levels"]) and all(entry["intact"] for entry in probes)
+    return 0 if whole else 1
+
+
+# --- main ------------------------------------------------------------------------------------------
+
+
+def _counts(text: str) -> list[int]:
+    return [int(item) for item in str(text).split(",") if item.strip()]
+
+
+def _stress(text: str) -> tuple[int, float] | None:
+    """`50@500` → 50 streams at 500 tokens/s; empty or 0 for none."""
+    if str(text).strip() in {"", "0"}:
+        return None
+    streams, _, rate = str(text).partition("@")
+    if not rate:
+        raise argparse.ArgumentTypeError(f"not STREAMS@RATE: {text!r}")
+    return int(streams), float(rate)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ.get
     parser = argparse.ArgumentParser(prog="python -m bench", description="AgentChat benchmark (docs/benchmarks.md).")
     parser.add_argument(
-        "--levels",
-        default=env("BENCH_LEVELS", "1,50,500"),
-        help="concurrent streams, comma-separated (env BENCH_LEVELS; default %(default)s)",
+        "--setups",
+        default=env("BENCH_SETUPS", "sqlite,scaled"),
+        help="sqlite (one process), scaled (PostgreSQL + Redis, --processes processes; when they answer), "
+        "comma-separated, in order (env BENCH_SETUPS; default %(default)s)",
     )
     parser.add_argument(
-        "--tokens", type=int, default=int(env("BENCH_TOKENS", "200")), help="tokens per stream (default %(default)s)"
+        "--levels",
+        type=_counts,
+        default=env("BENCH_LEVELS", "1,10,50,200"),
+        help="concurrent streams, comma-separated, on the first setup (env BENCH_LEVELS; default %(default)s)",
+    )
+    parser.add_argument(
+        "--scaled-levels",
+        type=_counts,
+        default=env("BENCH_SCALED_LEVELS", "1,50"),
+        help="concurrent streams on the scaled setup after SQLite (default %(default)s)",
+    )
+    parser.add_argument(
+        "--stress",
+        type=_stress,
+        default=env("BENCH_STRESS", "50@500"),
+        help="STREAMS@RATE: one more level on the first setup at RATE tokens/s, its integrity checked "
+        "and no latency target; 0 for none (default %(default)s)",
+    )
+    parser.add_argument(
+        "--tokens", type=int, default=int(env("BENCH_TOKENS", "100")), help="tokens per stream (default %(default)s)"
     )
     parser.add_argument(
         "--level-tokens",
         type=int,
-        default=int(env("BENCH_LEVEL_TOKENS", "20000")),
-        help="at most this many tokens per level: big levels get fewer tokens per stream (default %(default)s)",
+        default=int(env("BENCH_LEVEL_TOKENS", "600")),
+        help="at most this many tokens per stream over a level's rounds: a level of many rounds gets shorter "
+        "streams (default %(default)s)",
     )
     parser.add_argument(
-        "--samples",
+        "--max-rounds",
         type=int,
-        default=int(env("BENCH_SAMPLES", "10")),
-        help="at least this many streams per level: a level of fewer runs in rounds (default %(default)s)",
+        default=30,
+        help=f"a level runs enough rounds for {MIN_P99_SAMPLES} samples, at most this many (default %(default)s)",
     )
     add_pace_arguments(parser)
     parser.add_argument(
@@ -249,99 +437,102 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=int(env("BENCH_IDLE_SOCKETS", "1000")),
         help="idle authenticated sockets for the memory figure, 0 to skip (default %(default)s)",
     )
-    parser.add_argument("--processes", type=int, default=0, help="daphne processes with PostgreSQL + Redis (2)")
-    parser.add_argument("--sqlite", action="store_true", help="SQLite and one process even when DATABASE_URL is set")
+    parser.add_argument(
+        "--processes", type=int, default=2, help="daphne processes of the scaled setup (default %(default)s)"
+    )
+    parser.add_argument(
+        "--capacity-budget",
+        type=float,
+        default=float(env("BENCH_CAPACITY_BUDGET", "90")),
+        help="seconds in which each setup's capacity search may start probes, 0 to skip it (default %(default)s)",
+    )
+    parser.add_argument(
+        "--capacity-max", type=int, default=800, help="the most streams the capacity search tries (default %(default)s)"
+    )
     parser.add_argument("--timeout", type=float, default=120, help="seconds one level's streams may take")
     parser.add_argument(
         "--budget",
         type=float,
-        default=float(env("BENCH_BUDGET", "180")),
-        help="seconds for the bench up to its last streaming level: a level that would start later is skipped; "
-        "the front door (about a minute) comes after, outside it (default %(default)s)",
+        default=float(env("BENCH_BUDGET", "360")),
+        help="seconds for the streams of every setup, counted from the start: a level or probe that would start "
+        f"with less than {LEAST_LEFT_S} s left is skipped, a second setup with less than {2 * LEAST_LEFT_S} s; "
+        "the front door (about a minute) is outside it (default %(default)s)",
     )
     parser.add_argument(
         "--no-uploads",
         dest="uploads",
         action="store_false",
-        help="skip the front door: three 10 MB uploads and two 60 MB bodies refused, about a minute after the levels",
+        help="skip the front door: three 10 MB uploads and two 60 MB bodies refused, about a minute",
     )
     parser.add_argument("--profile", action="store_true", help="py-spy the first daphne during one level")
     parser.add_argument("--profile-level", type=int, default=50, help="the level to profile (default %(default)s)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory (database, logs)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directories (databases, logs)")
     parser.add_argument(
-        "--strict", action="store_true", help="exit 1 when a stream lost, repeated or reordered a token or failed"
+        "--strict",
+        action="store_true",
+        help="exit 1 when a run (of a level or a capacity probe) failed or lost, repeated or reordered a token",
     )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where results go (default bench/results)")
     args = parser.parse_args(argv)
-    args.levels = [int(level) for level in str(args.levels).split(",") if level.strip()]
+    args.setups = [name.strip() for name in str(args.setups).split(",") if name.strip()]
+    unknown = set(args.setups) - {"sqlite", "scaled"}
+    if unknown:
+        parser.error(f"unknown setups: {', '.join(sorted(unknown))}")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    args.began = time.monotonic()
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     began = time.monotonic()
+    args.deadline = began + args.budget
     started_at = dt.datetime.now().astimezone()
     report: dict[str, Any] = {
         "started_at": started_at.isoformat(timespec="seconds"),
+        "commit": commit(),
         "machine": machine(),
         "config": {
+            "setups": args.setups,
             "levels": args.levels,
-            "samples": args.samples,
+            "scaled_levels": args.scaled_levels,
+            "stress": args.stress,
             "tokens": args.tokens,
             "level_tokens": args.level_tokens,
             "ttft_ms": args.ttft_ms,
             "rate_tokens_per_s": args.rate,
             "tick_ms": args.tick_ms,
             "idle_sockets": args.idle_sockets,
+            "capacity_budget_s": args.capacity_budget,
+            "budget_s": args.budget,
             "uploads": args.uploads,
         },
+        "setups": [],
         "levels": [],
     }
-    log("starting the fake provider, preparing the database, starting daphne")
-    stack = start_stack(args)
-    report["mode"] = stack.mode
-    report["processes"] = len(stack.servers)
-    failed = True
-    try:
-        try:
-            asyncio.run(measure(args, stack, report))
-        except Exception as exc:
-            # What was measured so far is still reported, with the reason it stopped.
-            log(f"the bench stopped early: {exc!r}")
-            report["failure"] = repr(exc)[:500]
-        else:
-            failed = False
-    finally:
-        stack.stop()
-        if failed:
-            log(f"failed; logs kept in {stack.work_dir}")
-            for child in stack.children:
-                log(f"--- {child.name}\n{child.tail()}")
-        elif not args.keep:
-            shutil.rmtree(stack.work_dir, ignore_errors=True)
+    for setup in setups(args):
+        if report["setups"] and (report.get("failure") or args.deadline - time.monotonic() < 2 * LEAST_LEFT_S):
+            log(f"{setup.mode}: skipped ({'the bench stopped early' if report.get('failure') else 'no time left'})")
+            report.setdefault("skipped_setups", []).append(setup.mode)
+            continue
+        measure_setup(args, setup, report)
     report["duration_s"] = time.monotonic() - began
     report["machine"]["load_average_at_end"] = os.getloadavg()
     report["targets"] = targets(report)
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = started_at.strftime("%Y%m%d-%H%M%S")
-    json_path, png_path = args.out / f"bench-{stamp}.json", args.out / f"bench-{stamp}.png"
+    json_path, md_path, png_path = (args.out / f"bench-{stamp}.{ext}" for ext in ("json", "md", "png"))
     json_path.write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
-    shutil.copyfile(json_path, args.out / "latest.json")
+    md_path.write_text(markdown(report) + "\n")
+    for path in (json_path, md_path):
+        shutil.copyfile(path, args.out / f"latest{path.suffix}")
     try:
         chart(report, png_path)
         shutil.copyfile(png_path, args.out / "latest.png")
     except ImportError:
         log("matplotlib is not installed: no chart")
         png_path = None
-    print(render(report, json_path, png_path))
-    intact = all(
-        level["agentchat"]["streams_with_integrity_problems"] == 0
-        and level["agentchat"]["completed"] == level["agentchat"]["streams"]
-        for level in report["levels"]
-    )
-    return 0 if not failed and (intact or not args.strict) else 1
+    print(render(report, [json_path, md_path, png_path]))
+    return exit_code(report, args.strict)
 
 
 def _json_default(value):

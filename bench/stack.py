@@ -23,6 +23,10 @@ from urllib.parse import urlsplit, urlunsplit
 BASE_DIR = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 BENCH_USER = "bench"
+# Where the scaled setup looks when DATABASE_URL and REDIS_URL are not set (CI's services). Redis database 1,
+# not 0: a test run on the same Redis meanwhile keeps its counters and groups to itself.
+LOOPBACK_POSTGRES = f"postgres://postgres@{HOST}:5432/postgres"
+LOOPBACK_REDIS = f"redis://{HOST}:6379/1"
 
 
 def log(message: str) -> None:
@@ -33,6 +37,12 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((HOST, 0))
         return probe.getsockname()[1]
+
+
+def answers(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
+        return True
+    return False
 
 
 def rss_kb(pid: int, field_name: str = "VmRSS") -> int:
@@ -154,6 +164,32 @@ class MemorySampler(threading.Thread):
         return dict(self.peaks)
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What to serve AgentChat on: SQLite and one process, or PostgreSQL, Redis and several processes."""
+
+    name: str  # "sqlite" or "scaled"
+    processes: int = 1
+    database_url: str = ""  # the PostgreSQL server a throwaway database is made on
+    redis_url: str = ""
+
+    @property
+    def mode(self) -> str:
+        if self.name == "sqlite":
+            return "SQLite + in-memory channel layer, 1 daphne process"
+        return f"PostgreSQL + Redis, {self.processes} daphne processes"
+
+
+def scaled_setup(processes: int) -> Setup | None:
+    """PostgreSQL and Redis from DATABASE_URL and REDIS_URL, or on their usual loopback ports; None without."""
+    database_url, redis_url = os.environ.get("DATABASE_URL", ""), os.environ.get("REDIS_URL", "")
+    if not (database_url and redis_url):
+        if not (answers(5432) and answers(6379)):
+            return None
+        database_url, redis_url = LOOPBACK_POSTGRES, LOOPBACK_REDIS
+    return Setup("scaled", processes, database_url, redis_url)
+
+
 @dataclass
 class Stack:
     """The fake provider, the database and the daphne processes, and how to reach them."""
@@ -176,7 +212,8 @@ class Stack:
 
 def start_provider(args: argparse.Namespace, log_dir: Path) -> tuple[Child, str]:
     command = [sys.executable, "-m", "bench.fake_provider", "--port", "0"]
-    command += ["--ttft-ms", str(args.ttft_ms), "--rate", str(args.rate), "--tick-ms", str(args.tick_ms)]
+    ttft = "{:g}-{:g}".format(*args.ttft_ms)
+    command += ["--ttft-ms", ttft, "--rate", str(args.rate), "--tick-ms", str(args.tick_ms)]
     child = Child("fake-provider", command, dict(os.environ), log_dir, stdout_pipe=True)
     ready, _, _ = select.select([child.process.stdout], [], [], 15)
     if not ready:
@@ -203,20 +240,14 @@ def throwaway_postgres(url: str) -> tuple[str, Any]:
     return urlunsplit(parts._replace(path=f"/{name}")), drop
 
 
-def start_stack(args: argparse.Namespace) -> Stack:
-    work_dir = BASE_DIR / "var" / f"bench-{os.getpid()}"
+def start_stack(args: argparse.Namespace, setup: Setup) -> Stack:
+    work_dir = BASE_DIR / "var" / f"bench-{os.getpid()}-{setup.name}"
     work_dir.mkdir(parents=True, exist_ok=True)
-    database_url, redis_url = os.environ.get("DATABASE_URL", ""), os.environ.get("REDIS_URL", "")
-    scaled = bool(database_url and redis_url) and not args.sqlite
     drop = None
-    if scaled:
-        database_url, drop = throwaway_postgres(database_url)
-        processes = args.processes or 2
-        mode = f"PostgreSQL + Redis, {processes} daphne processes"
+    if setup.name == "scaled":
+        database_url, drop = throwaway_postgres(setup.database_url)
     else:
         database_url = f"sqlite:///{work_dir / 'bench.sqlite3'}"
-        processes = 1
-        mode = "SQLite + in-memory channel layer, 1 daphne process"
     provider, provider_url = start_provider(args, work_dir)
     password = secrets.token_urlsafe(16)
     env = {
@@ -237,11 +268,11 @@ def start_stack(args: argparse.Namespace) -> Stack:
         "BENCH_PASSWORD": password,
         "PYTHONUNBUFFERED": "1",
     }
-    if scaled:
-        env["REDIS_URL"] = redis_url
+    if setup.redis_url:
+        env["REDIS_URL"] = setup.redis_url
     else:
         env.pop("REDIS_URL", None)
-    stack = Stack(work_dir, provider, provider_url, [], mode, password, drop, children=[provider])
+    stack = Stack(work_dir, provider, provider_url, [], setup.mode, password, drop, children=[provider])
     try:
         prepared = subprocess.run(
             [sys.executable, "-m", "bench.server", "prepare"],
@@ -253,7 +284,7 @@ def start_stack(args: argparse.Namespace) -> Stack:
         )
         if prepared.returncode:
             raise RuntimeError(f"preparing the bench database failed:\n{prepared.stdout}{prepared.stderr}")
-        for index in range(processes):
+        for index in range(setup.processes):
             server = Server(f"daphne-{chr(ord('a') + index)}", env, work_dir)
             stack.servers.append(server)
             stack.children.append(server)

@@ -11,6 +11,7 @@ import time
 import uuid
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -20,7 +21,7 @@ from rest_framework_simplejwt.settings import api_settings as jwt_settings
 from rest_framework_simplejwt.tokens import AccessToken
 
 from . import live_auth, runs, selectors, services
-from .exceptions import ChatError, Invalid
+from .exceptions import AccessRefused, ChatError, Invalid
 from .models import AuditEvent
 from .ratelimit import SlidingWindow
 from .runs import confirmation_frame, conversation_group
@@ -46,8 +47,9 @@ CLOSE_NOT_FOUND = 4404
 # Any other code makes the page reconnect (daphne refuses 1011 from an application).
 CLOSE_SERVER_ERROR = 4500
 
-# Frames that act for the user: each is preceded by a check of the user as the database has them now.
-ACTING = {"message", "confirm"}
+# Frames that act for the user are preceded by a check of the user as the database has them now; a message
+# makes that check in the same trip to the database that stores it (RunManager.submit_message).
+CHECKED_FIRST = {"confirm"}
 # Why a socket's user may no longer act (selectors.socket_access), as the socket is told and closed.
 REFUSALS = {
     "gone": ("AUTH_REQUIRED", "This account no longer exists.", CLOSE_UNAUTHENTICATED),
@@ -123,6 +125,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 with contextlib.suppress(Exception):
                     await self.disconnect(CLOSE_SERVER_ERROR)
 
+    async def dispatch(self, message) -> None:
+        # Channels closes stale database connections before every handler, in its one database thread: for each
+        # token each socket receives, behind every run's queries. This consumer's database work runs in
+        # database_sync_to_async, which closes them itself, so a frame only goes out.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     async def connect(self) -> None:
         self.user = None
         self.session_key: str | None = None  # of a socket signed in by its session cookie
@@ -193,12 +204,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if handler is None:
             await self._error("INVALID", f"Unknown frame type {kind!r}.")
             return
-        if kind in ACTING and not await self._still_allowed():
+        if kind in CHECKED_FIRST and not await self._still_allowed():
             return
         try:
             await handler(content)
         except ChatError as exc:
             await self._error(exc.code, exc.message)
+        except AccessRefused as refused:
+            await self._refuse(*REFUSALS[refused.refusal])
 
     async def _auth(self, frame: dict[str, Any]) -> None:
         token = frame.get("token")
@@ -234,6 +247,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             client_id=client_id,
             attachment_ids=attachments,
             context=context,
+            session_key=self.session_key,
+            permissions=self.permissions,
         )
         if echo is not None:  # seen before: answered once, echoed to the sender again
             await self.send_json(echo)
@@ -314,20 +329,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             }
         )
         self.ready = True
-        for frame in self.backlog:
-            await self._forward(frame)
+        for event in self.backlog:
+            await self._forward(event)
         self.backlog.clear()
 
     async def run_event(self, event: dict[str, Any]) -> None:
         if self.ready:
-            await self._forward(event["frame"])
+            await self._forward(event)
         else:
-            self.backlog.append(event["frame"])
+            self.backlog.append(event)
 
-    async def _forward(self, frame: dict[str, Any]) -> None:
-        if self.seen and frame.get("run_id") == self.seen[0] and 0 < frame.get("seq", 0) <= self.seen[1]:
+    async def _forward(self, event: dict[str, Any]) -> None:
+        """A run's frame, already JSON (Recorder.send), unless `ready` covered it."""
+        if self.seen and event["run_id"] == self.seen[0] and event["seq"] <= self.seen[1]:
             return
-        await self.send_json(frame)
+        await self.send(text_data=event["text"])
 
     # --- the user's rights, checked again ------------------------------------------------------
 

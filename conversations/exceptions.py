@@ -31,5 +31,13 @@ class RateLimited(ChatError):
     code = "RATE_LIMITED"
 
 
+class AccessRefused(Exception):
+    """The socket's user may no longer act: `refusal` says why (selectors.SocketAccess)."""
+
+    def __init__(self, refusal: str):
+        super().__init__(refusal)
+        self.refusal = refusal
+
+
 class AlreadySettled(Exception):
     """A decided call has its result already: it is never stored (or run) twice."""

@@ -42,12 +42,13 @@ class SharedWindow:
         self.limit = limit
         self.seconds = seconds
 
-    async def allow(self, key: Hashable) -> bool:
+    def allow(self, key: Hashable) -> bool:
+        """Count an event now; False when over the limit. Blocking: call it from sync code."""
         window, into = divmod(time.time(), self.seconds)
         current = f"ratelimit:{self.name}:{key}:{int(window)}"
-        await cache.aadd(current, 0, timeout=2 * self.seconds)
-        count = await cache.aincr(current)
-        before = await cache.aget(f"ratelimit:{self.name}:{key}:{int(window) - 1}", 0)
+        cache.add(current, 0, timeout=2 * self.seconds)
+        count = cache.incr(current)
+        before = cache.get(f"ratelimit:{self.name}:{key}:{int(window) - 1}", 0)
         return before * (1 - into / self.seconds) + count <= self.limit
 
 

@@ -12,7 +12,7 @@ from typing import NamedTuple, TypedDict
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
@@ -166,6 +166,13 @@ def confirmations_unsettled(conversation: Conversation) -> QuerySet[PendingConfi
     )
 
 
+def confirmations_open(conversation: Conversation) -> QuerySet[PendingConfirmation]:
+    """Pending confirmations and decided calls without a result, in one read: what a new message settles."""
+    return conversation.confirmations.filter(
+        Q(status=PendingConfirmation.Status.PENDING) | Q(status__in=PendingConfirmation.DECIDED, result__isnull=True)
+    ).order_by("created_at")
+
+
 def attachments_for(conversation_id, user) -> QuerySet[Attachment]:
     """The user's files in this conversation, newest first."""
     return Attachment.objects.filter(conversation_id=conversation_id, owner=user, conversation__owner=user).order_by(
@@ -245,18 +252,17 @@ def _with_files(message: Message, *, newest: bool, file_tokens: int, vision: boo
     return entry
 
 
-def provider_history(conversation: Conversation, *, file_tokens: int = 0, vision: bool = False) -> list[ChatMessage]:
+def provider_history(
+    conversation: Conversation, *, file_tokens: int = 0, vision: bool = False, has_files: bool = True
+) -> list[ChatMessage]:
     """The conversation as the engine sees it: finished messages only, every tool call followed by its result.
 
     The newest user message carries its attachments' text within `file_tokens` (and, with `vision`, its
-    images); earlier ones only name theirs.
+    images); earlier ones only name theirs. `has_files=False`: the caller knows the conversation has none.
     """
     history: list[ChatMessage] = []
-    messages = list(
-        conversation.messages.exclude(status=Message.Status.STREAMING)
-        .prefetch_related("attachments")
-        .order_by("created_at", "id")
-    )
+    messages = conversation.messages.exclude(status=Message.Status.STREAMING).order_by("created_at", "id")
+    messages = list(messages.prefetch_related("attachments") if has_files else messages)
     newest_user = max((i for i, message in enumerate(messages) if message.role == Message.Role.USER), default=-1)
     for position, message in enumerate(messages):
         if message.role == Message.Role.ASSISTANT:
@@ -276,7 +282,7 @@ def provider_history(conversation: Conversation, *, file_tokens: int = 0, vision
                     "outcome": message.outcome or "done",
                 }
             )
-        elif message.role == Message.Role.USER and message.attachments.all():
+        elif message.role == Message.Role.USER and has_files and message.attachments.all():
             history.append(_with_files(message, newest=position == newest_user, file_tokens=file_tokens, vision=vision))
         else:
             history.append({"role": message.role, "content": message.content})

@@ -13,6 +13,7 @@ def deploy_dashboard(args: DeployArgs, ctx: ToolContext) -> dict:
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import logging
@@ -237,6 +238,12 @@ class Tool:
     summarize: Summary | None = field(default=None, compare=False)
 
     def schema(self) -> ToolSchema:
+        """What a provider is told of the tool: built once (pydantic takes about a millisecond a model), the same
+        object every time, so nobody may change it."""
+        return self._schema
+
+    @functools.cached_property
+    def _schema(self) -> ToolSchema:
         parameters = self.args_model.model_json_schema()
         parameters.pop("title", None)
         schema: ToolSchema = {"name": self.name, "description": self.description, "parameters": parameters}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+import uuid
+from typing import Any, NamedTuple
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -18,8 +19,9 @@ from tools.documents.context import files_prompt
 from tools.registry import Tool, ToolRegistry
 
 from .. import selectors, services
-from ..exceptions import NotFound
+from ..exceptions import AccessRefused, Busy, Invalid, NotFound, RateLimited
 from ..models import Conversation, PendingConfirmation
+from ..ratelimit import SharedWindow
 from .frames import message_frame
 
 logger = logging.getLogger(__name__)
@@ -56,18 +58,47 @@ heartbeat = database_sync_to_async(services.conversation_run_heartbeat)
 # --- a message comes in ----------------------------------------------------------------------------
 
 
+class Accepted(NamedTuple):
+    """A message taken in: either the echo of the one stored before under its client_id, or the new run with the
+    frames to send first (settled calls' results, then the message) and its first steps (`begin`)."""
+
+    echo: dict[str, Any] | None = None
+    user: Any = None
+    run_id: uuid.UUID | None = None
+    frames: list[dict[str, Any]] = []
+    begun: Begun | None = None
+
+
 @database_sync_to_async
-def intake(conversation: Conversation, client_id: str | None) -> dict[str, Any] | None:
-    """The echo of a message sent before under this client_id; else None, with the conversation read afresh."""
-    if client_id and (message := selectors.message_with_client_id(conversation, client_id)):
-        return message_frame(message, client_id)
+def accept_message(
+    conversation: Conversation,
+    access: tuple[Any, str | None, frozenset[str]],
+    message: tuple[str, str | None, list, dict],
+    limiter: SharedWindow,
+    registry: ToolRegistry,
+) -> Accepted:
+    """Everything a message needs before the provider is asked, in one trip to the database thread, which every
+    socket and run of the process shares: the user checked as stored now, the message stored under the gate, and
+    the run's first steps. `access` is (user, session key, permissions the socket opened with); `message` is
+    (content, client_id, attachment ids, metadata)."""
+    user, session_key, permissions = access
+    content, client_id, attachment_ids, metadata = message
+    now = selectors.socket_access(user.pk, session_key)
+    if now.user is None:
+        raise AccessRefused(now.refusal)
+    if now.permissions != permissions:
+        raise AccessRefused("permissions")
+    user = now.user
+    if client_id and (seen := selectors.message_with_client_id(conversation, client_id)):
+        return Accepted(echo=message_frame(seen, client_id))
     conversation.refresh_from_db()
-    return None
-
-
-@database_sync_to_async
-def open_run(conversation, user, content, client_id, attachments, metadata):
-    """Take the gate and store the message in one trip: (run_id, created, frames); see services.run_open."""
+    if conversation.is_archived:
+        raise Invalid("This conversation is archived. Restore it to continue.")
+    if not content.strip():
+        raise Invalid("The message is empty.")
+    if not limiter.allow(user.pk):
+        raise RateLimited("You are sending messages too fast. Wait a moment and try again.")
+    attachments = _owned_attachments(conversation, user, attachment_ids) if attachment_ids else []
     opened = services.run_open(
         conversation=conversation,
         user=user,
@@ -76,14 +107,21 @@ def open_run(conversation, user, content, client_id, attachments, metadata):
         attachments=attachments,
         metadata=metadata,
     )
-    frames = [message_frame(message) for message in opened.settled]
+    frames = [message_frame(settled) for settled in opened.settled]
     if opened.message is not None:
         frames.append(message_frame(opened.message, client_id))
-    return opened.run_id, opened.created, frames
+    if opened.run_id is None and not frames:
+        raise Busy("A run is already going on in this conversation. Wait for it to finish or stop it.")
+    if not opened.created:
+        return Accepted(echo=frames[-1])
+    run_id = str(opened.run_id)
+    # The message has just settled every earlier decision: there is none to carry out first.
+    message_id = services.run_begin(conversation=conversation, user=user, run_id=run_id, settled=True)[2]
+    inputs = _round_inputs(conversation, user, registry, user_now=user, context=metadata["context"])
+    return Accepted(user=user, run_id=opened.run_id, frames=frames, begun=Begun([], False, message_id, inputs))
 
 
-@database_sync_to_async
-def owned_attachments(conversation, user, ids) -> list:
+def _owned_attachments(conversation, user, ids) -> list:
     found = selectors.attachments_owned(conversation, user, ids)
     if len(found) != len(set(ids)):
         raise NotFound("One of the attachments does not exist in this conversation.")
@@ -93,14 +131,24 @@ def owned_attachments(conversation, user, ids) -> list:
 # --- a run's steps ---------------------------------------------------------------------------------
 
 
-def _round_inputs(conversation: Conversation, user, registry: ToolRegistry) -> tuple[list, list, str, dict]:
-    """What a round asks the provider with: the history, the tools the user may use now, the system prompt."""
-    history = selectors.provider_history(
-        conversation, file_tokens=int(settings.CONTEXT_TOKEN_BUDGET * FILE_SHARE), vision=settings.LLM_VISION
-    )
-    context = selectors.last_user_context(conversation)
+def _round_inputs(
+    conversation: Conversation, user, registry: ToolRegistry, *, user_now=None, context: dict | None = None
+) -> tuple[list, list, str, dict]:
+    """What a round asks the provider with: the history, the tools the user may use now, the system prompt.
+
+    `user_now` is the user as just read from the database, and `context` the newest message's page context, when
+    the caller has them; otherwise they are read.
+    """
     files = selectors.files_listed(conversation, user)
-    now = selectors.user_as_stored(user.pk)
+    history = selectors.provider_history(
+        conversation,
+        file_tokens=int(settings.CONTEXT_TOKEN_BUDGET * FILE_SHARE),
+        vision=settings.LLM_VISION,
+        has_files=bool(files),
+    )
+    if context is None:
+        context = selectors.last_user_context(conversation)
+    now = user_now or selectors.user_as_stored(user.pk)
     tools = registry.permitted(now) if now is not None else []
     prompt = build_system_prompt(context, [files_prompt(files)] if files else [])
     return history, tools, prompt, context
@@ -109,19 +157,26 @@ def _round_inputs(conversation: Conversation, user, registry: ToolRegistry) -> t
 round_inputs = database_sync_to_async(_round_inputs)
 
 
-@database_sync_to_async
-def begin(conversation: Conversation, user, run_id: str, after_decision: bool, registry: ToolRegistry):
-    """A run's first steps in one trip to the database thread, which every run of the process shares:
-    (decided calls to carry out first, whether a decision is still awaited, the answer's row, round inputs).
+class Begun(NamedTuple):
+    """A run's first steps: decided calls to carry out first, whether a decision is still awaited, the answer's
+    row and the round's inputs (after a decision the tool's result comes first: the last two wait)."""
 
-    After a decision the tool's result must come first: the answer's row and the round's inputs wait.
-    """
+    decided: list[PendingConfirmation]
+    waiting: bool
+    message_id: int | None
+    inputs: tuple[list, list, str, dict] | None
+
+
+def _begin(conversation: Conversation, user, run_id: str, after_decision: bool, registry: ToolRegistry) -> Begun:
     decided, waiting, message_id = services.run_begin(
         conversation=conversation, user=user, run_id=run_id, after_decision=after_decision
     )
     if message_id is None:
-        return decided, waiting, None, None
-    return decided, waiting, message_id, _round_inputs(conversation, user, registry)
+        return Begun(decided, waiting, None, None)
+    return Begun(decided, waiting, message_id, _round_inputs(conversation, user, registry))
+
+
+begin = database_sync_to_async(_begin)
 
 
 audit = database_sync_to_async(services.audit_record)

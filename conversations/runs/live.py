@@ -26,6 +26,8 @@ class LiveRun:
     # False once the run's outcome is decided: a late cancel must not interrupt its clean-up.
     cancellable: bool = True
     after_decision: bool = False
+    # Its first steps, when they were taken with the message that started it (db.accept_message).
+    begun: Any = None
     frames_lost: int = 0
 
     def stop(self) -> None:

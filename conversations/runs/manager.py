@@ -23,7 +23,7 @@ from agentchat.agent.providers import Provider, ProviderError
 from tools.registry import Tool, ToolArgumentsError, ToolContext, ToolRegistry
 
 from .. import selectors, services
-from ..exceptions import AlreadySettled, Busy, CheckpointExpired, Invalid, RateLimited
+from ..exceptions import AlreadySettled, Busy, CheckpointExpired, Invalid
 from ..models import AuditEvent, Conversation, Message, PendingConfirmation
 from ..ratelimit import SharedWindow
 from . import db
@@ -75,33 +75,32 @@ class RunManager:
         client_id: str | None = None,
         attachment_ids: list | None = None,
         context: dict | None = None,
+        session_key: str | None = None,
+        permissions: frozenset[str] = frozenset(),
     ) -> dict[str, Any] | None:
         """Store the user's message and start a run; the echo goes to every socket of the conversation.
 
-        A client_id seen before stores and answers nothing: the earlier message's echo is returned instead.
+        The user acts only as the database has them now: with `session_key` (a socket signed in by its session)
+        still signing them in and the `permissions` the socket opened with, or AccessRefused. A client_id seen
+        before stores and answers nothing: the earlier message's echo is returned instead.
         """
-        if echo := await db.intake(conversation, client_id):
-            return echo
-        if conversation.is_archived:
-            raise Invalid("This conversation is archived. Restore it to continue.")
-        if not content.strip():
-            raise Invalid("The message is empty.")
-        if not await self.limiter.allow(user.pk):
-            raise RateLimited("You are sending messages too fast. Wait a moment and try again.")
-        attachments = await db.owned_attachments(conversation, user, attachment_ids) if attachment_ids else []
         text, truncated = truncate_message(content)
         metadata: dict[str, Any] = {"context": context or {}}
         if truncated:
             metadata["original_length"] = len(content)
-        run_id, created, frames = await db.open_run(conversation, user, text, client_id, attachments, metadata)
-        if run_id is None and not frames:
-            raise Busy("A run is already going on in this conversation. Wait for it to finish or stop it.")
-        if not created:
-            return frames[-1]
-        run = LiveRun(run_id=str(run_id), conversation=conversation, user=user)
+        accepted = await db.accept_message(
+            conversation,
+            (user, session_key, permissions),
+            (text, client_id, attachment_ids or [], metadata),
+            self.limiter,
+            self.registry,
+        )
+        if accepted.echo is not None:
+            return accepted.echo
+        run = LiveRun(run_id=str(accepted.run_id), conversation=conversation, user=accepted.user, begun=accepted.begun)
         await self.control.open(run)
         recorder = Recorder(run)
-        for frame in frames:
+        for frame in accepted.frames:
             await recorder.send(frame)
         if truncated:
             await recorder.send(
@@ -175,7 +174,7 @@ class RunManager:
         helpers = [asyncio.create_task(recorder.keep_alive()), asyncio.create_task(recorder.flush_periodically())]
         status, error = "failed", ""
         try:
-            decided, waiting, run.message_id, inputs = await db.begin(
+            decided, waiting, run.message_id, inputs = run.begun or await db.begin(
                 conversation, run.user, run.run_id, run.after_decision, self.registry
             )
             await recorder.send({"type": "run_started", "message_id": run.message_id})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 from typing import Any
 
@@ -37,11 +38,16 @@ class Recorder:
         layer too and close, and the page reconnects and loads from the database what it missed.
         """
         run = self.run
-        frame = {**frame, "run_id": run.run_id, "seq": run.next_seq()}
+        seq = run.next_seq()
+        # Written as JSON once here, not once by each socket that sends it on.
+        event = {
+            "type": "run.event",
+            "run_id": run.run_id,
+            "seq": seq,
+            "text": json.dumps({**frame, "run_id": run.run_id, "seq": seq}),
+        }
         try:
-            await get_channel_layer().group_send(
-                conversation_group(run.conversation.pk), {"type": "run.event", "frame": frame}
-            )
+            await get_channel_layer().group_send(conversation_group(run.conversation.pk), event)
         except Exception:
             run.frames_lost += 1
             if run.frames_lost == 1:

@@ -26,11 +26,10 @@ def message_append(
     actor=None,
     **fields: Any,
 ) -> tuple[Message, bool]:
-    """Store a message; the same `client_id` twice gives back the first one and `created=False`."""
-    if client_id:
-        existing = Message.objects.filter(conversation=conversation, client_id=client_id).first()
-        if existing:
-            return existing, False
+    """Store a message; the same `client_id` twice gives back the first one and `created=False`.
+
+    The unique constraint finds a repeated client_id: callers that expect one look it up first (it is rare).
+    """
     try:
         with transaction.atomic():
             message = Message.objects.create(
@@ -48,7 +47,7 @@ def message_append(
                     data={"message_id": message.pk, "client_id": client_id, "length": len(content)},
                 )
     except IntegrityError:
-        # Two sockets sent the same client_id at the same moment: the other one won.
+        # The same client_id again, most often from two sockets at the same moment: the first one won.
         if client_id:
             existing = Message.objects.filter(conversation=conversation, client_id=client_id).first()
             if existing:

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
 from agentchat.agent.calls import ToolOutcome
@@ -97,6 +98,8 @@ def run_open(
         )
         if created and attachments:
             message.attachments.set(attachments)
+        # Read once for the echo, which shows them twice (ids and files).
+        prefetch_related_objects([message], "attachments")
     except BaseException:
         conversation_run_release(conversation=conversation, run_id=run_id)
         raise
@@ -106,12 +109,15 @@ def run_open(
 
 
 def run_begin(
-    *, conversation: Conversation, user, run_id: str, after_decision: bool
+    *, conversation: Conversation, user, run_id: str, after_decision: bool = False, settled: bool = False
 ) -> tuple[list[PendingConfirmation], bool, int | None]:
     """A run's first writes: its audit row, then either the decided calls to carry out first (and whether a
-    decision is still awaited) or, when there are none, the answer's row, which exists from the start."""
+    decision is still awaited) or, when there are none, the answer's row, which exists from the start.
+
+    `settled`: the run's message has just settled every decision (confirmations_supersede), so none is looked for.
+    """
     audit_record(kind=AuditEvent.Kind.RUN_STARTED, actor=user, conversation=conversation, data={"run_id": run_id})
-    decided = list(selectors.confirmations_unsettled(conversation))
+    decided = [] if settled else list(selectors.confirmations_unsettled(conversation))
     waiting = after_decision and selectors.pending_confirmations(conversation).exists()
     if decided or waiting:
         return decided, waiting, None

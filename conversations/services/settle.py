@@ -40,17 +40,21 @@ def decision_outcome(confirmation: PendingConfirmation) -> tuple[ToolOutcome | N
     return (job_outcome(job) if job.status in ToolJob.FINISHED else None), job
 
 
-def decisions_settle(*, conversation: Conversation, why: Settle, run_id: str = "") -> list[Message]:
+def decisions_settle(
+    *, conversation: Conversation, why: Settle, run_id: str = "", unsettled: list[PendingConfirmation] | None = None
+) -> list[Message]:
     """Store a result for the decided calls that have none and will not be carried out now.
 
     Said as it is: a rejection; a call that started in this server and has no result "may have run"
     (Outcome.UNKNOWN), never "run it again"; a finished background job's own result. An approved call that
     never started is left for the next run to carry out, unless the user stopped the run or sent a new
     message first; a background job still running is left for the next run to wait for, unless a new
-    message comes first.
+    message comes first. `unsettled`: those calls, when the caller has read them already.
     """
     settled = []
-    for confirmation in selectors.confirmations_unsettled(conversation):
+    if unsettled is None:
+        unsettled = list(selectors.confirmations_unsettled(conversation))
+    for confirmation in unsettled:
         outcome, job = decision_outcome(confirmation)
         if outcome is None and confirmation.claimed_at is None and why != Settle.FAILED:
             outcome = ToolOutcome.cancelled(CANCELLED_BY_USER if why == Settle.STOPPED else NOT_STARTED)
@@ -80,7 +84,9 @@ def confirmations_supersede(*, conversation: Conversation, actor) -> list[Messag
     messages (returned) say so, ahead of the new message."""
     now = timezone.now()
     lapsed = []
-    for confirmation in conversation.confirmations.filter(status=PendingConfirmation.Status.PENDING):
+    open_ones = list(selectors.confirmations_open(conversation))
+    pending = [item for item in open_ones if item.status == PendingConfirmation.Status.PENDING]
+    for confirmation in pending:
         status = (
             PendingConfirmation.Status.EXPIRED
             if confirmation.expires_at <= now
@@ -114,4 +120,5 @@ def confirmations_supersede(*, conversation: Conversation, actor) -> list[Messag
                 data={"confirmation_id": str(confirmation.pk), "tool": confirmation.tool_name, "decision": status},
             )
         lapsed.append(message)
-    return lapsed + decisions_settle(conversation=conversation, why=Settle.NEW_MESSAGE)
+    unsettled = [item for item in open_ones if item.status != PendingConfirmation.Status.PENDING]
+    return lapsed + decisions_settle(conversation=conversation, why=Settle.NEW_MESSAGE, unsettled=unsettled)

@@ -18,6 +18,7 @@ ENV_NAMES = [
     "ALLOWED_HOSTS",
     "CSRF_TRUSTED_ORIGINS",
     "DATABASE_URL",
+    "DATABASE_POOL_SIZE",
     "REDIS_URL",
     "LLM_PROVIDER",
     "LLM_MODEL",
@@ -50,7 +51,7 @@ def test_defaults(clean_env):
     config = load_settings()
 
     assert config["DATABASES"]["default"]["ENGINE"] == "django.db.backends.sqlite3"
-    assert config["CHANNEL_LAYERS"]["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    assert config["CHANNEL_LAYERS"]["default"]["BACKEND"] == "agentchat.layers.LocalChannelLayer"
     assert config["LLM_PROVIDER"] == "local"
     assert config["LLM_TIMEOUT"] == 60
     assert config["AGENT_MAX_ROUNDS"] == 8
@@ -69,6 +70,20 @@ def test_database_url_selects_postgresql(clean_env):
     assert database["HOST"] == "127.0.0.1"
     assert database["PORT"] == 5432
     assert database["USER"] == "postgres"
+    # Pooled (Django refuses a pool with persistent connections), so short pieces of work open no connection.
+    assert database["CONN_MAX_AGE"] == 0
+    assert database["OPTIONS"]["pool"]["max_size"] == 20
+
+
+def test_the_postgresql_pool_size_is_a_setting(clean_env):
+    clean_env.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentchat")
+    clean_env.setenv("DATABASE_POOL_SIZE", "5")
+
+    assert load_settings()["DATABASES"]["default"]["OPTIONS"]["pool"]["max_size"] == 5
+
+    clean_env.setenv("DATABASE_POOL_SIZE", "none")
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_POOL_SIZE must be a whole number"):
+        load_settings()
 
 
 def test_redis_url_selects_channels_redis(clean_env):

@@ -1,17 +1,22 @@
-"""The bench harness's own parts (make bench): the fake provider's pacing, the no-loss check, the write counter."""
+"""The bench harness's own parts (make bench): the fake provider's pacing, the no-loss check, the write counter,
+the p99 rule, the order of the legs, the capacity search, the exit code and the markdown."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 
 import openai
 import pytest
 
-from bench.checks import check_stream, percentile
-from bench.fake_provider import Pace, expected_text, prompt, serve, token
-from bench.report import hot_spots
+from bench.checks import MIN_P99_SAMPLES, bracket, check_stream, next_probe, percentile
+from bench.clients import StreamPlan, StreamResult
+from bench.fake_provider import Pace, _reply_for, expected_text, prompt, serve, token
+from bench.measures import summarize
+from bench.report import hot_spots, markdown, targets
+from bench.run import exit_code, round_order
 from bench.server import WriteCounter
 
 
@@ -128,3 +133,195 @@ def test_hot_spots_from_collapsed_stacks(tmp_path: Path):
     assert spots["self"][0] == {"function": "create_default_context (ssl.py)", "share": 0.75}
     assert spots["product"] == [{"function": "_drive (conversations/runs.py)", "share": 1.0}]
     assert all("asyncio" not in spot["function"] for spot in spots["inclusive"])
+
+
+# --- pacing ----------------------------------------------------------------------------------------
+
+
+def test_each_stream_gets_a_first_token_time_of_the_range_fixed_by_its_name():
+    pace = Pace(ttft=0.02, rate=50, ttft_max=0.05)
+    points = [pace.for_stream(f"50r0x{index}").ttft for index in range(200)]
+    assert all(0.02 <= point <= 0.05 for point in points)
+    assert max(points) - min(points) > 0.025  # spread over the range, not bunched
+    assert pace.for_stream("50r1x7") == pace.for_stream("50r1x7")
+    assert Pace(ttft=0.05).for_stream("any").ttft == 0.05
+
+
+def test_the_message_carries_the_pace_and_both_legs_ask_for_the_same():
+    plan = StreamPlan("50r0x3", 100, Pace(ttft=0.02, rate=50, ttft_max=0.05).for_stream("50r0x3"))
+    provider_pace = Pace(ttft=0.5, rate=500, tick=0.002)
+    paces = []
+    for leg in ("direct", "agentchat"):
+        tag, count, pace = _reply_for({"messages": [{"role": "user", "content": plan.prompt(leg)}]}, provider_pace)
+        assert (tag, count) == (plan.tag(leg), 100)
+        paces.append(pace)
+    assert paces[0] == paces[1]
+    assert paces[0].ttft == pytest.approx(plan.pace.ttft, abs=1e-6) and paces[0].rate == 50
+    assert paces[0].tick == provider_pace.tick
+    # The short form still works, at the provider's own pace.
+    assert _reply_for({"messages": [{"role": "user", "content": prompt("t", 7)}]}, provider_pace) == (
+        "t",
+        7,
+        provider_pace,
+    )
+
+
+async def test_fake_provider_keeps_the_pace_the_message_asks_for(provider):
+    client = openai.AsyncOpenAI(api_key="sk-test", base_url=provider, max_retries=0, timeout=10)
+    try:
+        started = time.perf_counter()
+        stream = await client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": prompt("t", 5, Pace(ttft=0.15, rate=20))}],
+            stream=True,
+        )
+        stamps = [time.perf_counter() async for chunk in stream if chunk.choices and chunk.choices[0].delta.content]
+    finally:
+        await client.close()
+    assert len(stamps) == 5
+    assert stamps[0] - started >= 0.15  # not the fixture's 50 ms
+    assert stamps[-1] - started >= 0.15 + 4 / 20
+
+
+# --- the levels ------------------------------------------------------------------------------------
+
+
+def _result(tag: str, ttft: float, count: int = 3, lose: int = 0, status: str = "completed") -> StreamResult:
+    result = StreamResult(sent=10.0, first_token=10.0 + ttft, last_token=10.5, finished=10.6, status=status)
+    result.integrity = check_stream(expected_text(tag, count - lose), tag, count)
+    return result
+
+
+def test_p99_is_given_only_from_enough_samples():
+    few = summarize([[_result(f"a{index}", 0.01 * index) for index in range(MIN_P99_SAMPLES - 1)]])
+    assert few["ttft_p99_ms"] is None and few["ttft_samples"] == MIN_P99_SAMPLES - 1
+    assert few["ttft_p50_ms"] is not None
+    rounds = [[_result(f"a{r}x{index}", 0.001 * (r * 50 + index)) for index in range(50)] for r in range(2)]
+    enough = summarize(rounds)
+    assert enough["ttft_samples"] == MIN_P99_SAMPLES and enough["ttft_p99_ms"] == pytest.approx(98.01)
+    assert (enough["streams"], enough["rounds"], enough["runs"]) == (50, 2, 100)
+
+
+def test_legs_take_turns_round_by_round():
+    assert [round_order(index) for index in range(4)] == [
+        ("direct", "agentchat"),
+        ("agentchat", "direct"),
+        ("direct", "agentchat"),
+        ("agentchat", "direct"),
+    ]
+
+
+# --- the capacity search ---------------------------------------------------------------------------
+
+
+def _search(capacity: int, known: dict[int, bool] | None = None, most: int = 800) -> tuple[list[int], tuple]:
+    results = dict(known or {})
+    tried = []
+    while (streams := next_probe(*bracket(results), start=50, most=most)) is not None:
+        tried.append(streams)
+        results[streams] = streams <= capacity
+    return tried, bracket(results)
+
+
+def test_capacity_search_doubles_then_halves_the_gap_to_about_ten_percent():
+    tried, (passed, failed) = _search(330)
+    assert tried[:4] == [50, 100, 200, 400]
+    assert passed <= 330 < failed and failed <= passed * 1.1 + 1
+    assert len(tried) <= 9
+
+
+def test_capacity_search_starts_from_what_the_levels_found():
+    tried, (passed, failed) = _search(120, known={10: True, 50: True, 200: False})
+    assert tried[0] == 125 and passed <= 120 < failed
+
+
+def test_capacity_search_stops_at_its_ceiling_and_its_floor():
+    assert _search(5000) == ([50, 100, 200, 400, 800], (800, None))
+    tried, result = _search(3, known={10: False})
+    assert tried == [] and result == (0, 10)
+    tried, result = _search(3)
+    assert tried == [50, 25, 12, 10] and result == (0, 10)
+
+
+# --- the exit code and the report ------------------------------------------------------------------
+
+
+def _level(streams: int, rounds: int, setup: str = "sqlite", lose: int = 0, fail: bool = False) -> dict:
+    legs = {}
+    for side in ("direct", "agentchat"):
+        rows = [
+            [
+                _result(f"{side[0]}{r}x{index}", 0.03 + 0.0001 * index, lose=lose if side == "agentchat" else 0)
+                for index in range(streams)
+            ]
+            for r in range(rounds)
+        ]
+        if fail and side == "agentchat":
+            rows[-1][-1] = _result("failed", 0.03, status="failed")
+        legs[side] = summarize(rows)
+    legs["agentchat"].update({"db_writes_per_run": 15.0, "peak_rss_mb": {"daphne-a": 200.0}, "server_cpu_s": {}})
+    return {
+        "setup": setup,
+        "streams": streams,
+        "rounds": rounds,
+        "tokens_per_stream": 3,
+        "rate": 50.0,
+        "stress": False,
+        "direct": legs["direct"],
+        "agentchat": legs["agentchat"],
+        "added_ttft_p50_ms": legs["agentchat"]["ttft_p50_ms"] - legs["direct"]["ttft_p50_ms"],
+        "added_ttft_p99_ms": None,
+    }
+
+
+def _report(*levels: dict, probes: tuple = ()) -> dict:
+    capacity = {"streams": 0, "failed_at": None, "cut_short": False, "tried": list(probes)}
+    report = {
+        "started_at": "2026-12-01T10:00:00+00:00",
+        "commit": {"id": "abc1234", "uncommitted_changes": False},
+        "machine": {
+            "cpu": "CPU",
+            "cores": 2,
+            "memory_gb": 8.0,
+            "python": "3.11.7",
+            "load_average_at_start": (0.5, 0.5, 0.5),
+            "load_average_at_end": (1.0, 1.0, 1.0),
+        },
+        "config": {"ttft_ms": (20.0, 50.0), "rate_tokens_per_s": 50.0},
+        "duration_s": 300.0,
+        "setups": [{"name": "sqlite", "mode": "SQLite", "processes": 1, "capacity": capacity}],
+        "levels": list(levels),
+    }
+    report["targets"] = targets(report)
+    return report
+
+
+def _probe(lost: int = 0) -> dict:
+    problems = {"lost": lost, "duplicated": 0, "reordered": 0, "foreign": 0, "seq_problems": 0, "unfinished": 0}
+    return {"streams": 100, "source": "probe", "intact": not lost, "problems": problems, "ok": False}
+
+
+def test_strict_exits_0_for_a_perfect_report_with_rounds():
+    report = _report(_level(1, 10), _level(50, 2), probes=(_probe(),))
+    assert exit_code(report, strict=True) == 0
+
+
+def test_strict_exits_1_when_a_run_failed_or_lost_a_token():
+    assert exit_code(_report(_level(1, 10), _level(50, 2, lose=1)), strict=True) == 1
+    assert exit_code(_report(_level(1, 10, fail=True)), strict=True) == 1
+    assert exit_code(_report(_level(1, 10), probes=(_probe(lost=1),)), strict=True) == 1
+
+
+def test_without_strict_exits_0_once_measured_and_1_when_the_bench_stopped_early():
+    assert exit_code(_report(_level(1, 10, lose=1)), strict=False) == 0
+    stopped = _report(_level(1, 10)) | {"failure": "RuntimeError('daphne-a exited')"}
+    assert exit_code(stopped, strict=False) == 1
+
+
+def test_markdown_has_one_dated_table_with_its_commit():
+    text = markdown(_report(_level(1, 10), _level(50, 2)))
+    assert text.startswith("Measured on 2026-12-01, commit `abc1234`")
+    headers = [line for line in text.splitlines() if line.startswith("| setup |")]
+    assert len(headers) == 1
+    assert re.search(r"^\| SQLite ×1 \| 50 \| 50 \| 100 \| 3 \|", text, re.MULTILINE)
+    assert "— (n=10)" in text  # one stream, ten rounds: no p99
