@@ -7,13 +7,13 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import prefetch_related_objects
+from django.db.models import Prefetch, prefetch_related_objects
 from django.utils import timezone
 
 from agentchat.agent.calls import ToolOutcome
 
 from .. import selectors
-from ..models import AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
+from ..models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
 from .audit import audit_record
 from .messages import INTERRUPTED, assistant_message_start, dangling_calls_close, message_append
 from .settle import confirmations_supersede
@@ -98,8 +98,11 @@ def run_open(
         )
         if created and attachments:
             message.attachments.set(attachments)
-        # Read once for the echo, which shows them twice (ids and files).
-        prefetch_related_objects([message], "attachments")
+        # For the echo, which shows them twice (ids and files): read once, or not at all when a new message has none.
+        known_none = created and not attachments
+        prefetch_related_objects(
+            [message], Prefetch("attachments", queryset=Attachment.objects.none()) if known_none else "attachments"
+        )
     except BaseException:
         conversation_run_release(conversation=conversation, run_id=run_id)
         raise

@@ -1,0 +1,65 @@
+"""What taking a message in costs the database: everything before the provider is asked happens in one trip
+(runs.db.accept_message), and these tests hold its size, which the benchmark shows as time to first token."""
+
+from __future__ import annotations
+
+import pytest
+
+from conversations import services
+from conversations.exceptions import AccessRefused
+from conversations.ratelimit import SharedWindow
+from conversations.runs import db
+from tools.registry import registry
+
+accept_message = db.accept_message.func
+# The user and their permissions (3), the client_id and the conversation (2), the gate (1), the decisions a
+# message settles (1), the message with its title and audit row in a transaction (5 with BEGIN and COMMIT on
+# SQLite), the run's audit row and the answer's row (2), the files and the history (2).
+MOST_STATEMENTS = 16
+
+
+@pytest.fixture
+def limiter() -> SharedWindow:
+    return SharedWindow("intake-test", 100, seconds=60)
+
+
+def test_a_new_message_is_taken_in_with_a_bounded_number_of_statements(alice, limiter, django_assert_max_num_queries):
+    conversation = services.conversation_create(owner=alice)
+    permissions = frozenset(alice.get_all_permissions())
+
+    with django_assert_max_num_queries(MOST_STATEMENTS):
+        accepted = accept_message(
+            conversation, (alice, None, permissions), ("Hello", "c-1", [], {"context": {}}), limiter, registry
+        )
+
+    assert accepted.echo is None and accepted.run_id is not None
+    [echo] = accepted.frames
+    assert echo["message"]["content"] == "Hello" and echo["message"]["files"] == [] and echo["client_id"] == "c-1"
+    history, tools, _, context = accepted.begun.inputs
+    assert history == [{"role": "user", "content": "Hello"}] and context == {}
+    assert [tool.name for tool in tools] == [tool.name for tool in registry.permitted(alice)]
+    assert accepted.begun.message_id is not None
+
+
+def test_a_message_seen_before_is_echoed_and_nothing_is_stored_again(alice, limiter):
+    conversation = services.conversation_create(owner=alice)
+    access = (alice, None, frozenset(alice.get_all_permissions()))
+    first = accept_message(conversation, access, ("Hello", "c-1", [], {"context": {}}), limiter, registry)
+    services.conversation_run_release(conversation=conversation, run_id=first.run_id)
+
+    again = accept_message(conversation, access, ("Hello", "c-1", [], {"context": {}}), limiter, registry)
+
+    assert again.run_id is None and again.echo["message"]["id"] == first.frames[-1]["message"]["id"]
+    assert conversation.messages.filter(role="user").count() == 1
+
+
+def test_a_user_whose_permissions_changed_is_refused_before_anything_is_stored(alice, limiter):
+    conversation = services.conversation_create(owner=alice)
+
+    with pytest.raises(AccessRefused) as refused:
+        accept_message(
+            conversation, (alice, None, frozenset({"dashboards.deploy"})), ("Hi", None, [], {}), limiter, registry
+        )
+
+    assert refused.value.refusal == "permissions"
+    assert not conversation.messages.exists()
