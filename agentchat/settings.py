@@ -93,16 +93,6 @@ def env_database(name: str, default: str) -> dict:
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
         }
-    elif config["ENGINE"] == "django.db.backends.postgresql":
-        # Connections are taken from a pool and given back after each short piece of work, rather than opened
-        # for it (a few milliseconds each time); a pooled one is checked before use (health checks), so one left
-        # broken by a database restart is replaced, not handed out. While the database is unreachable, taking
-        # one fails after `timeout` seconds as connecting would, and the work is tried again (runs.db.retrying).
-        config["CONN_HEALTH_CHECKS"] = True
-        config["OPTIONS"] = {
-            **config.get("OPTIONS", {}),
-            "pool": {"min_size": 2, "max_size": env_int("DATABASE_POOL_SIZE", 20), "timeout": 2},
-        }
     return config
 
 

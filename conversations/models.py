@@ -62,6 +62,9 @@ class Message(models.Model):
         help_text="For a tool message: how the call ended (done, error, rejected, denied, cancelled, unknown…).",
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
+    error = models.TextField(
+        blank=True, help_text="For an answer that failed or was stopped: what happened, in words a person reads."
+    )
     # NULL rather than "" so that messages sent without a client_id never collide in the unique constraint.
     client_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     attachments = models.ManyToManyField("Attachment", blank=True, related_name="messages")

@@ -41,6 +41,10 @@ class SocketAccess(NamedTuple):
     permissions: frozenset[str]
 
 
+# What an answer whose server stopped while it was written says happened.
+SERVER_STOPPED = "The server stopped while this answer was being written."
+
+
 def socket_access(user_id, session_key: str | None) -> SocketAccess:
     """The user as the database has them now, a fresh object whose permissions were never cached.
 
@@ -108,7 +112,7 @@ def as_shown(conversation: Conversation, messages: list[Message]) -> list[Messag
     live = conversation_active_run(conversation)["run_id"]
     for message in messages:
         if message.status == Message.Status.STREAMING and message.metadata.get("run_id") != str(live):
-            message.status = Message.Status.INTERRUPTED
+            message.status, message.error = Message.Status.INTERRUPTED, SERVER_STOPPED
     return messages
 
 

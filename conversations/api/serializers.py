@@ -61,6 +61,7 @@ class MessageSerializer(serializers.ModelSerializer):
             "is_error",
             "outcome",
             "status",
+            "error",
             "client_id",
             "attachments",
             "files",

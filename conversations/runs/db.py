@@ -192,9 +192,13 @@ discard_message = database_sync_to_async(services.assistant_message_discard)
 
 
 @database_sync_to_async
-def save_message(message_id: int, content: str, status: str, tool_calls: list | None = None) -> dict[str, Any]:
+def save_message(
+    message_id: int, content: str, status: str, tool_calls: list | None = None, error: str = ""
+) -> dict[str, Any]:
     return message_frame(
-        services.assistant_message_save(message_id=message_id, content=content, status=status, tool_calls=tool_calls)
+        services.assistant_message_save(
+            message_id=message_id, content=content, status=status, tool_calls=tool_calls, error=error
+        )
     )
 
 

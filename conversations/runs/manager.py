@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 # How long a decision waits for the gate that another tab's decision (or the asking run) holds.
 DECISION_WAIT = 1.0
 EXPIRED = "This confirmation was already decided, replaced or has expired."
+# What a stopped answer says happened.
+STOPPED = "You pressed Stop."
 
 
 class _StoppedAfter(Exception):
@@ -183,12 +185,16 @@ class RunManager:
         except asyncio.CancelledError:
             status = "cancelled"
             run.cancellable = False
-            await recorder.stop(why=services.CANCELLED_BY_USER, message_status=Message.Status.INTERRUPTED, stopped=True)
+            await recorder.stop(
+                why=services.CANCELLED_BY_USER, message_status=Message.Status.INTERRUPTED, stopped=True, error=STOPPED
+            )
         except Exception:
             logger.exception("run %s failed", run.run_id)
             status, error = "failed", "Something went wrong on our side while answering."
             run.cancellable = False
-            await recorder.stop(why=services.INTERRUPTED, message_status=Message.Status.FAILED, stopped=False)
+            await recorder.stop(
+                why=services.INTERRUPTED, message_status=Message.Status.FAILED, stopped=False, error=error
+            )
         finally:
             for helper in helpers:
                 helper.cancel()
@@ -227,7 +233,7 @@ class RunManager:
         try:
             provider = self.provider_factory()
         except ProviderError as exc:
-            await recorder.end_message()
+            await recorder.end_message(failed=True, error=exc.message)
             return "failed", exc.message
         ctx = selectors.tool_context(run.conversation, run.user, context)
         agent = AgentRun(

@@ -92,7 +92,7 @@ class Recorder:
             )
             await self.send(confirmation_frame(confirmation))
         elif isinstance(event, ev.RunFinished):
-            await self.end_message(failed=event.status == "failed")
+            await self.end_message(failed=event.status == "failed", error=event.error)
             return event.status, event.error
         else:
             await self.send(event.frame())
@@ -114,23 +114,29 @@ class Recorder:
         await self.send(ev.result_event(outcome, run_id=run.run_id, seq=0, tool_call_id=call_id, tool=name).frame())
         await self.send(frame)
 
-    async def end_message(self, *, failed: bool = False) -> None:
-        """The round in progress ends without a complete answer: keep its text, drop an empty placeholder."""
+    async def end_message(self, *, failed: bool = False, error: str = "") -> None:
+        """The round in progress ends without a complete answer: its text is kept; a failed one is kept even with
+        none, saying what went wrong, so that the conversation shows where it failed; an empty placeholder is
+        dropped otherwise."""
         run = self.run
         if run.message_id is None:
-            return
+            if not failed:
+                return
+            run.message_id = await db.start_message(run.conversation, run.run_id)
         run.dirty = False
-        if run.content:
+        if run.content or failed:
             status = Message.Status.FAILED if failed else Message.Status.INTERRUPTED
-            frame = await db.save_message(run.message_id, run.content, status)
+            frame = await db.save_message(run.message_id, run.content, status, error=error)
             run.last_assistant_id = run.message_id
             await self.send(frame)
         else:
             await db.discard_message(message_id=run.message_id)
         run.message_id, run.content, run.dirty = None, "", False
 
-    async def stop(self, *, why: str, message_status: str, stopped: bool) -> None:
-        """After a cancel or a crash: partial text kept, every call left without a result told why.
+    async def stop(self, *, why: str, message_status: str, stopped: bool, error: str) -> None:
+        """After a cancel or a crash: the answer being written kept with its partial text and `error`, what
+        happened, so that the conversation shows where it stopped; every call left without a result told why
+        (its result shows where the run stopped when no answer was being written).
 
         The crash may be the database going away: its writes are tried again for a while, and should it
         stay away, the next run that takes the gate after this one's heartbeat lapses tidies up instead.
@@ -138,12 +144,11 @@ class Recorder:
         run = self.run
         run.dirty = False
         try:
-            if run.message_id is not None and run.content:
-                frame = await db.retrying(db.save_message, run.message_id, run.content, message_status)
+            if run.message_id is not None:
+                save = functools.partial(db.save_message, error=error)
+                frame = await db.retrying(save, run.message_id, run.content, message_status)
                 run.last_assistant_id = run.message_id
                 await self.send(frame)
-            elif run.message_id is not None:
-                await db.retrying(db.discard_message, message_id=run.message_id)
             run.message_id, run.content, run.dirty = None, "", False
             close = functools.partial(db.close_dangling, stopped=stopped)
             for frame in await db.retrying(close, run.conversation, why, run.run_id):

@@ -65,8 +65,10 @@ def assistant_message_start(*, conversation: Conversation, run_id: str) -> Messa
     )
 
 
-def assistant_message_save(*, message_id: int, content: str, status: str, tool_calls: list | None = None) -> Message:
-    fields: dict[str, Any] = {"content": content, "status": status}
+def assistant_message_save(
+    *, message_id: int, content: str, status: str, tool_calls: list | None = None, error: str = ""
+) -> Message:
+    fields: dict[str, Any] = {"content": content, "status": status, "error": error}
     if tool_calls is not None:
         fields["tool_calls"] = tool_calls
     Message.objects.filter(pk=message_id).update(**fields)

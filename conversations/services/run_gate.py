@@ -59,7 +59,7 @@ def conversation_recover(*, conversation: Conversation) -> None:
     out or tells how they ended before anything else; their background jobs go on, for it to wait for.
     """
     Message.objects.filter(conversation=conversation, status=Message.Status.STREAMING).update(
-        status=Message.Status.INTERRUPTED
+        status=Message.Status.INTERRUPTED, error=selectors.SERVER_STOPPED
     )
     # Nobody waits for the dead run's other background jobs any more: a queued one need not start.
     ToolJob.objects.filter(conversation=conversation, status__in=ToolJob.OPEN).exclude(

@@ -18,7 +18,6 @@ ENV_NAMES = [
     "ALLOWED_HOSTS",
     "CSRF_TRUSTED_ORIGINS",
     "DATABASE_URL",
-    "DATABASE_POOL_SIZE",
     "REDIS_URL",
     "LLM_PROVIDER",
     "LLM_MODEL",
@@ -70,20 +69,6 @@ def test_database_url_selects_postgresql(clean_env):
     assert database["HOST"] == "127.0.0.1"
     assert database["PORT"] == 5432
     assert database["USER"] == "postgres"
-    # Pooled (Django refuses a pool with persistent connections), so short pieces of work open no connection.
-    assert database["CONN_MAX_AGE"] == 0
-    assert database["OPTIONS"]["pool"]["max_size"] == 20
-
-
-def test_the_postgresql_pool_size_is_a_setting(clean_env):
-    clean_env.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentchat")
-    clean_env.setenv("DATABASE_POOL_SIZE", "5")
-
-    assert load_settings()["DATABASES"]["default"]["OPTIONS"]["pool"]["max_size"] == 5
-
-    clean_env.setenv("DATABASE_POOL_SIZE", "none")
-    with pytest.raises(ImproperlyConfigured, match="DATABASE_POOL_SIZE must be a whole number"):
-        load_settings()
 
 
 def test_redis_url_selects_channels_redis(clean_env):

@@ -114,7 +114,7 @@ def test_stop_keeps_the_partial_answer(page, signed_in, conversation, llm):
 
     answer = page.locator(".msg-assistant")
     expect(answer).to_have_attribute("data-status", "interrupted")
-    expect(answer.locator(".msg-status")).to_have_text("Stopped before the end.")
+    expect(answer.locator(".msg-status")).to_have_text("Stopped before the end. You pressed Stop.")
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     shown = answer.locator(".msg-body").text_content()
     assert shown.strip().startswith("word word")

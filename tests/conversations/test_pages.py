@@ -168,6 +168,25 @@ def test_the_chat_page_draws_the_history(alice, alice_client):
     assert f'data-upload-url="/api/assistant/conversations/{conversation.pk}/attachments/"' in page
 
 
+def test_an_answer_that_failed_without_a_word_shows_where_and_why(alice, alice_client):
+    conversation = make(alice, "Failures")
+    add = Message.objects.create
+    add(conversation=conversation, role="user", content="First")
+    failed = add(
+        conversation=conversation, role="assistant", status="failed", error="The model provider <b>is down</b>."
+    )
+    add(conversation=conversation, role="user", content="Second")
+    empty = add(conversation=conversation, role="assistant", status="complete")  # nothing to show: not drawn
+
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+
+    assert f'data-message-id="{failed.pk}" data-status="failed"' in page
+    assert f'data-message-id="{empty.pk}"' not in page
+    assert "The answer could not be finished." in page
+    assert '<span class="msg-error">The model provider &lt;b&gt;is down&lt;/b&gt;.</span>' in page
+    assert page.index(">First<") < page.index("could not be finished") < page.index(">Second<")
+
+
 def test_the_chat_page_of_an_archived_conversation_is_read_only(alice, alice_client):
     conversation = make(alice, "Old", archived=True)
     page = alice_client.get(f"/c/{conversation.pk}/").content.decode()

@@ -128,6 +128,11 @@ describe("an answer's text", () => {
     assert.deepEqual(shownAnswer({ ...stored, status: "streaming" }), { status: "streaming", text: "" });
   });
 
+  test("a failed answer without text is shown, for what went wrong", () => {
+    const failed = { id: 42, role: "assistant", status: "failed", content: "", error: "The provider is down." };
+    assert.deepEqual(shownAnswer(failed), { status: "failed", text: "" });
+  });
+
   test("at the run's end an answer without a word goes; one with text stays as it stands", () => {
     const state = applyFrames(empty, [
       { type: "run_started", run_id: RUN, seq: 1, message_id: 1 },

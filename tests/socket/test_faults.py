@@ -393,9 +393,13 @@ async def test_a_stalled_provider_fails_the_run_after_llm_timeout_and_keeps_the_
     assert time.monotonic() - asked < STALL / 2
     [error] = of(silent, "error")
     assert error["code"] == "PROVIDER_ERROR" and "did not answer in time" in error["message"], error
-    assert silent[-1]["status"] == "failed" and silent[-1]["message_id"] is None
+    assert silent[-1]["status"] == "failed"
     assert not of(silent, "token")
-    assert await stored(conversation) == [("user", "First", "complete")]  # no empty answer kept
+    # The answer stays, without text, saying what went wrong: a reload shows where the run failed.
+    [answer] = [frame["message"] for frame in of(silent, "message") if frame["message"]["role"] == "assistant"]
+    assert answer["status"] == "failed" and "did not answer in time" in answer["error"], answer
+    assert silent[-1]["message_id"] == answer["id"]
+    assert await stored(conversation) == [("user", "First", "complete"), ("assistant", "", "failed")]
 
     asked = time.monotonic()
     halfway = await ask(socket, "Second", "stall-2")
@@ -406,6 +410,7 @@ async def test_a_stalled_provider_fails_the_run_after_llm_timeout_and_keeps_the_
     assert text_of(halfway) == "Revenue g"
     assert await stored(conversation) == [
         ("user", "First", "complete"),
+        ("assistant", "", "failed"),
         ("user", "Second", "complete"),
         ("assistant", "Revenue g", "failed"),
     ]
@@ -437,12 +442,14 @@ async def test_a_provider_server_error_is_asked_once_more_then_fails_the_run(llm
     [error] = of(failed, "error")
     assert error["code"] == "PROVIDER_ERROR" and "HTTP 503" in error["message"], error
     assert KEY not in error["message"]
-    assert failed[-1]["status"] == "failed" and failed[-1]["message_id"] is None
+    assert failed[-1]["status"] == "failed"
     assert await stored(conversation) == [
         ("user", "First", "complete"),
         ("assistant", "Second time lucky.", "complete"),
         ("user", "Second", "complete"),
+        ("assistant", "", "failed"),
     ]
+    assert KEY not in (await sync_to_async(conversation.messages.last)()).error
 
     after = await ask(socket, "Third", "5xx-3")
     assert after[-1]["status"] == "completed" and text_of(after) == "Fine now."

@@ -624,7 +624,10 @@ async def test_provider_failures_fail_the_run_and_keep_the_text(llm, sockets, co
     assert error["code"] == "PROVIDER_ERROR" and KEY not in error["message"]
     assert refused[-1]["status"] == "failed"
     assert kinds(refused).index("error") < kinds(refused).index("run_finished")
-    assert [row.role for row in await stored(conversation)] == ["user"]  # no empty answer kept
+    # The answer stays, without text, saying what went wrong (never the key): a reload shows where it failed.
+    [kept] = [row for row in await stored(conversation) if row.role == "assistant"]
+    assert (kept.status, kept.content) == ("failed", "") and "credentials" in kept.error and KEY not in kept.error
+    assert refused[-1]["message_id"] == kept.pk
 
     cut = await ask(socket, "Second", "2")
     assert of(cut, "error")[0]["code"] == "PROVIDER_ERROR"
@@ -634,6 +637,7 @@ async def test_provider_failures_fail_the_run_and_keep_the_text(llm, sockets, co
     rows = await stored(conversation)
     assert [(row.role, row.content, row.status) for row in rows] == [
         ("user", "First", "complete"),
+        ("assistant", "", "failed"),
         ("user", "Second", "complete"),
         ("assistant", "Revenue g", "failed"),
     ]
@@ -642,6 +646,8 @@ async def test_provider_failures_fail_the_run_and_keep_the_text(llm, sockets, co
     after = await ask(socket, "Third", "3")
     assert after[-1]["status"] == "completed" and text_of(after) == "Recovered."
     assert {"role": "assistant", "content": "Revenue g"} in llm.requests[-1].messages
+    # The failure kept to show where the first question went unanswered is not sent to the provider.
+    assert {"role": "assistant", "content": ""} not in llm.requests[-1].messages
 
 
 # --- context ------------------------------------------------------------------------------------------
@@ -760,6 +766,16 @@ async def test_cancel_right_after_the_message_stops_the_run(llm, sockets, conver
     await socket.send({"type": "cancel"})
     frames = await socket.receive_until("run_finished")
     assert frames[-1]["status"] == "cancelled"
+    # The answer stays, with what it had, saying it was stopped: a reload shows it where it happened.
+    [answer] = [frame["message"] for frame in of(frames, "message") if frame["message"]["role"] == "assistant"]
+    assert (answer["status"], answer["error"]) == ("interrupted", "You pressed Stop.")
+    assert frames[-1]["message_id"] == answer["id"]
+    await settle()
+    rows = await stored(conversation)
+    assert [(row.role, row.status, row.error) for row in rows] == [
+        ("user", "complete", ""),
+        ("assistant", "interrupted", "You pressed Stop."),
+    ]
 
 
 async def test_joining_while_a_later_round_starts_misses_nothing(llm, sockets, conversation, alice, tools, monkeypatch):

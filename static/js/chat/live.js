@@ -20,7 +20,7 @@ export function admit(seen, frame) {
 
 /** A stored or streaming assistant message as the page shows it: {status, text}, or null when it shows nothing. */
 export function shownAnswer(message) {
-  if (!message.content && message.status !== "streaming") return null;
+  if (!message.content && !message.error && message.status !== "streaming") return null;
   return { status: message.status, text: message.content || "" };
 }
 

@@ -236,7 +236,9 @@ export class Timeline {
         setSanitizedHTML(body, message.html || "");
         item.querySelector(".msg-status")?.remove();
         if (shown.status === "interrupted" || shown.status === "failed") {
-          item.querySelector(".bubble").append(clone(`status-${shown.status}`));
+          const status = clone(`status-${shown.status}`);
+          status.querySelector(".msg-error").textContent = message.error || "";
+          item.querySelector(".bubble").append(status);
         }
       }
     }
