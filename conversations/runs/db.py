@@ -65,7 +65,7 @@ class Accepted(NamedTuple):
     echo: dict[str, Any] | None = None
     user: Any = None
     run_id: uuid.UUID | None = None
-    frames: list[dict[str, Any]] = []
+    frames: tuple[dict[str, Any], ...] = ()
     begun: Begun | None = None
 
 
@@ -118,7 +118,8 @@ def accept_message(
     # The message has just settled every earlier decision: there is none to carry out first.
     message_id = services.run_begin(conversation=conversation, user=user, run_id=run_id, settled=True)[2]
     inputs = _round_inputs(conversation, user, registry, user_now=user, context=metadata["context"])
-    return Accepted(user=user, run_id=opened.run_id, frames=frames, begun=Begun([], False, message_id, inputs))
+    begun = Begun([], False, message_id, inputs)
+    return Accepted(user=user, run_id=opened.run_id, frames=tuple(frames), begun=begun)
 
 
 def _owned_attachments(conversation, user, ids) -> list:
