@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from typing import Any
+
 from asgiref.sync import async_to_sync
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import generics, mixins, status, viewsets
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import generics, mixins, renderers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import MultiPartParser
@@ -17,7 +20,7 @@ from agentchat.errors import ApiError
 from tools.registry import registry
 
 from .. import selectors, services
-from . import uploads
+from . import export, uploads
 from .pagination import HistoryPagination
 from .serializers import (
     ActiveRunSerializer,
@@ -102,6 +105,27 @@ class ConversationViewSet(
         conversation = self.get_object()
         page = selectors.as_shown(conversation, self.paginate_queryset(selectors.history_for(conversation)))
         return self.get_paginated_response(MessageSerializer(page, many=True).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=["md", "json"], description="md (the default) or json")],
+        responses={
+            (200, "text/markdown"): OpenApiTypes.STR,
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            **ERRORS,
+        },
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[export.MarkdownRenderer, renderers.JSONRenderer])
+    def export(self, request, pk=None):
+        """The whole conversation to take away: Markdown to read (roles, times, tool calls as code blocks,
+        decisions with who made them), or JSON with every stored field of its messages and confirmations."""
+        conversation = self.get_object()
+        messages = selectors.as_shown(conversation, list(selectors.history_for(conversation)))
+        if request.accepted_renderer.format == "json":
+            data: Any = export.as_json(conversation, messages)
+        else:
+            data = export.as_markdown(conversation, messages)
+        filename = f"conversation-{conversation.pk}.{request.accepted_renderer.format}"
+        return Response(data, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
 @extend_schema_view(

@@ -1,0 +1,94 @@
+"""A conversation taken away: Markdown that reads well, or JSON that keeps every stored field."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import renderers, serializers
+
+from ..models import Conversation, Message, PendingConfirmation
+from .serializers import MessageSerializer
+
+ROLES = {Message.Role.USER: "You", Message.Role.ASSISTANT: "Assistant", Message.Role.TOOL: "Tool", "system": "System"}
+
+
+class MarkdownRenderer(renderers.BaseRenderer):
+    """`?format=md`. An error (a dict, not the document) is written as JSON, in the API's one error shape."""
+
+    media_type = "text/markdown"
+    format = "md"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data if isinstance(data, str) else json.dumps(data)
+
+
+class ConfirmationExportSerializer(serializers.ModelSerializer):
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    message = serializers.PrimaryKeyRelatedField(read_only=True)
+    result = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = PendingConfirmation
+        exclude = ["conversation", "args_hash"]
+
+
+def as_json(conversation: Conversation, messages: list[Message]) -> dict[str, Any]:
+    confirmations = conversation.confirmations.select_related("decided_by").order_by("created_at")
+    return {
+        "conversation": {
+            "id": str(conversation.pk),
+            "title": conversation.title,
+            "created_at": conversation.created_at.isoformat(),
+            "updated_at": conversation.updated_at.isoformat(),
+            "is_archived": conversation.is_archived,
+            "archived_at": conversation.archived_at.isoformat() if conversation.archived_at else None,
+        },
+        "messages": MessageSerializer(messages, many=True).data,
+        "confirmations": ConfirmationExportSerializer(confirmations, many=True).data,
+    }
+
+
+def as_markdown(conversation: Conversation, messages: list[Message]) -> str:
+    decisions = {item.tool_call_id: item for item in conversation.confirmations.select_related("decided_by")}
+    parts = [f"# {conversation.title or 'Conversation'}", f"Exported {_when(timezone.now())}."]
+    for message in messages:
+        parts.append(f"**{ROLES.get(message.role, message.role)}** · {_when(message.created_at)}")
+        if message.role == Message.Role.TOOL:
+            parts.append(f"`{message.tool_name}` ({message.outcome or 'done'}):\n\n{_fenced(message.content)}")
+        elif message.content:
+            parts.append(message.content)
+        for call in message.tool_calls or []:
+            parts.append(
+                f"Calls `{call['name']}`:\n\n{_fenced(json.dumps(call['args'], indent=2, sort_keys=True), 'json')}"
+            )
+            if (decision := decisions.get(call["id"])) is not None:
+                parts.append(_decision(decision))
+        if message.status in (Message.Status.INTERRUPTED, Message.Status.FAILED):
+            parts.append(f"_{message.status.capitalize()}: {message.error or 'no reason given'}_")
+    return "\n\n".join(parts) + "\n"
+
+
+def _decision(decision: PendingConfirmation) -> str:
+    if decision.status == PendingConfirmation.Status.PENDING:
+        return "> Waiting for a decision."
+    who = decision.decided_by.get_username() if decision.decided_by else "nobody"
+    line = f"> {decision.status.capitalize()} by {who}"
+    line += f" at {_when(decision.decided_at)}" if decision.decided_at else ""
+    if decision.edited_args is not None:
+        line += f", with the arguments `{json.dumps(decision.edited_args, sort_keys=True)}`"
+    return line + (f". Reason: {decision.reason}" if decision.reason else ".")
+
+
+def _when(moment) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _fenced(text: str, info: str = "") -> str:
+    """A code block that no run of backticks inside `text` can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
