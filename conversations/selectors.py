@@ -163,18 +163,20 @@ def has_unsettled_decisions(conversation: Conversation) -> bool:
     return confirmations_unsettled(conversation).exists()
 
 
+# A decided call whose result is not stored yet.
+UNSETTLED = Q(status__in=PendingConfirmation.DECIDED, result__isnull=True)
+
+
 def confirmations_unsettled(conversation: Conversation) -> QuerySet[PendingConfirmation]:
     """Decided calls whose result is not stored yet: to carry out, or to tell how they ended."""
-    return conversation.confirmations.filter(status__in=PendingConfirmation.DECIDED, result__isnull=True).order_by(
-        "created_at"
-    )
+    return conversation.confirmations.filter(UNSETTLED).order_by("created_at")
 
 
 def confirmations_open(conversation: Conversation) -> QuerySet[PendingConfirmation]:
     """Pending confirmations and decided calls without a result, in one read: what a new message settles."""
-    return conversation.confirmations.filter(
-        Q(status=PendingConfirmation.Status.PENDING) | Q(status__in=PendingConfirmation.DECIDED, result__isnull=True)
-    ).order_by("created_at")
+    return conversation.confirmations.filter(Q(status=PendingConfirmation.Status.PENDING) | UNSETTLED).order_by(
+        "created_at"
+    )
 
 
 def attachments_for(conversation_id, user) -> QuerySet[Attachment]:
