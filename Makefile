@@ -34,11 +34,15 @@ run: setup
 	trap 'kill $$worker 2>/dev/null' EXIT; \
 	$(BIN)/python -m agentchat.server -b $(HOST) -p $(PORT) agentchat.asgi:application
 
+# Two test processes (pytest-xdist), each with its own SQLite file and in-memory layer; one with REDIS_URL, as the
+# processes would share its keys (rate limits and upload slots per user, live sign-out groups per user id).
+TEST_WORKERS = $(if $(REDIS_URL),0,2)
+
 # The browser tests drive Debian's Chromium (Playwright downloads no browser); it is installed when missing.
 # The page's pure JavaScript (static/js/chat/) has node's own unit tests, run first when node is there.
 test: $(VENV)/.installed chromium
 	@if command -v node >/dev/null; then node --test tests/js/; else echo "node is not installed: the JS unit tests (tests/js/) were skipped"; fi
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 # How well the embedded model routes requests to tools, over fixed request sets (minutes); kept out of `make test`.
 eval: $(VENV)/.installed

@@ -186,6 +186,8 @@ CONFIRMATION_TTL = timedelta(seconds=env_int("CONFIRMATION_TTL", 24 * 60 * 60))
 WS_MESSAGES_PER_MINUTE = env_int("WS_MESSAGES_PER_MINUTE", 20)
 # Chat sockets one user may hold open at once on one process; one more is refused with RATE_LIMITED.
 WS_SOCKETS_PER_USER = env_int("WS_SOCKETS_PER_USER", 30)
+# Tokens (prompt and completion) one user's answers may cost per day before new runs are refused; unset, no limit.
+USER_DAILY_TOKEN_BUDGET = env_int("USER_DAILY_TOKEN_BUDGET", 0) or None
 
 # --- slow tools as background jobs (docs/background-jobs.md) -------------------------------------------
 
@@ -212,9 +214,16 @@ UPLOAD_PARSES_PER_USER = env_int("UPLOAD_PARSES_PER_USER", 2, minimum=1)
 # A JSON list of services, in a file or inline (not both); read and checked by tools.http at start-up.
 HTTP_SERVICES_FILE = env_str("HTTP_SERVICES_FILE")
 HTTP_SERVICES = env_str("HTTP_SERVICES")
-# Lifetime of the identity JWT sent with each call, and of a service token from /api/auth/service-token/.
+# Lifetime of the identity JWT sent with each call (to services and MCP servers), and of a service token from
+# /api/auth/service-token/.
 HTTP_IDENTITY_TOKEN_SECONDS = env_int("HTTP_IDENTITY_TOKEN_SECONDS", 60)
 SERVICE_TOKEN_DAYS = env_int("SERVICE_TOKEN_DAYS", 30)
+
+# --- MCP servers as tools (tools/mcp; docs/tools.md) ----------------------------
+
+# A JSON list of MCP servers, in a file or inline (not both); read and checked by tools.mcp at start-up.
+MCP_SERVERS_FILE = env_str("MCP_SERVERS_FILE")
+MCP_SERVERS = env_str("MCP_SERVERS")
 
 # --- Django ------------------------------------------------------------------------------------
 
@@ -240,6 +249,7 @@ INSTALLED_APPS = [
     "tools",
     "tools.dashboards",
     "tools.http",
+    "tools.mcp",
     "tools.documents",
 ]
 

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 from agentchat.health import healthz
+from tools.api import AgentToolsView
 from tools.http.api import ServiceTokenView
 
 # The split view serves Swagger UI's start-up script as a file of its own, as the CSP refuses inline script. Its
@@ -25,6 +26,7 @@ urlpatterns = [
     path("api/auth/token/", TokenObtainPairView.as_view(), name="token_obtain_pair"),
     path("api/auth/token/refresh/", TokenRefreshView.as_view(), name="token_refresh"),
     path("api/auth/service-token/", ServiceTokenView.as_view(), name="service_token"),
+    path("api/agent/tools", AgentToolsView.as_view(), name="agent-tools"),
     path("api/", include("conversations.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", api_docs, name="api-docs"),

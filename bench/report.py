@@ -337,6 +337,47 @@ def front_door_tables(front: dict[str, Any]) -> str:
     return _grid(uploads, left=(0, 4)) + "\n\n" + _grid(refusals, left=(0, 4))
 
 
+def search_rows(search: dict[str, Any]) -> list[list[str]]:
+    """Each database's searches: what was looked for, how many conversations it found, how long the requests took."""
+    rows = [["database", "search", "conversations found", "p50 ms", "p95 ms", "max ms"]]
+    for database in search["databases"]:
+        for item in database.get("searches", []):
+            words = ", ".join(f"“{words}”" for words in item["searches"])
+            rows.append(
+                [
+                    database["database"],
+                    item["kind"] + (f": {words}" if words else ""),
+                    fmt(item["conversations_found"]),
+                    fmt(item["p50_ms"]),
+                    fmt(item["p95_ms"]),
+                    fmt(item["max_ms"]),
+                ]
+            )
+    return rows
+
+
+def search_lines(search: dict[str, Any]) -> list[str]:
+    """What each database held and whether a search's queries read its index; or why it failed."""
+    lines = []
+    for database in search["databases"]:
+        if database.get("error"):
+            lines.append(f"{database['database']}: failed: {database['error']}")
+            continue
+        explained = database["explain"]
+        lines.append(
+            f"{database['database']}: {database['conversations']:,} conversations and {database['messages']:,} "
+            f"messages of {database['users']} users, the searching user's {database['searcher_conversations']:,} "
+            f"and {database['searcher_messages']:,}; migrated in {database['migrate_s']:.1f} s, seeded in "
+            f"{database['seed_s']:.1f} s; {explained['index_used']} of the {explained['queries']} queries of a "
+            "search that read messages read the search index"
+        )
+    return lines
+
+
+def _searched_times(search: dict[str, Any]) -> int:
+    return next((item["samples"] for database in search["databases"] for item in database.get("searches", [])), 0)
+
+
 def _read(item: dict[str, Any]) -> str:
     """What the server says it read of an upload, in a few words."""
     meta = item.get("meta") or {}
@@ -558,9 +599,9 @@ def markdown(report: dict[str, Any]) -> str:
         + f", in {report['duration_s'] / 60:.1f} minutes. Machine: {mach['cpu']}, {mach['cores']} cores, "
         f"{mach['memory_gb']} GB, Python {mach['python']}; {_loads(mach)}. Fake {_pacing(report)}; each stream's "
         "first token the same for both clients.",
-        "",
-        _markdown_table(level_rows(report)),
     ]
+    if report["levels"]:
+        lines += ["", _markdown_table(level_rows(report))]
     capacities = capacity_lines(report)
     if capacities:
         lines += [
@@ -590,12 +631,24 @@ def markdown(report: dict[str, Any]) -> str:
             f"a pong ({during['pings']} pings). `/healthz` answered {front['healthz_after']} afterwards; the process "
             f"peaked at {front['peak_rss_mb']:.0f} MB meanwhile.",
         ]
+    if report.get("search"):
+        search = report["search"]
+        lines += [
+            "",
+            "Search, through `GET /api/assistant/conversations/?search=…` (the first page of 20), each kind "
+            f"{_searched_times(search)} times after a warm-up, in a process of its own:",
+            "",
+            _markdown_table(search_rows(search), left=(0, 1)),
+            "",
+            *[f"- {line}" for line in search_lines(search)],
+        ]
     notes = _notes(report)
     if notes:
         lines += ["", *notes]
-    rows = [["target", "wanted", "measured", "met"]]
-    rows += [[c["target"], c["wanted"], _measured(c), _met(c["met"])] for c in report["targets"]]
-    lines += ["", _markdown_table(rows, left=(0, 1, 2, 3))]
+    if report["targets"]:
+        rows = [["target", "wanted", "measured", "met"]]
+        rows += [[c["target"], c["wanted"], _measured(c), _met(c["met"])] for c in report["targets"]]
+        lines += ["", _markdown_table(rows, left=(0, 1, 2, 3))]
     return "\n".join(lines)
 
 
@@ -624,14 +677,15 @@ def render(report: dict[str, Any], paths: list[Path | None]) -> str:
     mach = report["machine"]
     lines = [
         "",
-        f"AgentChat bench — commit {_commit(report)} — {', '.join(s['mode'] for s in report['setups'])}",
+        f"AgentChat bench — commit {_commit(report)} — "
+        + (", ".join(s["mode"] for s in report["setups"]) or "no streams"),
         f"machine: {mach['cpu']} × {mach['cores']} cores, {mach['memory_gb']} GB, Python {mach['python']}; "
         f"{_loads(mach)}",
         f"fake {_pacing(report)}; all figures from the clients' clocks; took {report['duration_s']:.0f} s",
         "",
-        _grid(level_rows(report)),
-        "",
     ]
+    if report["levels"]:
+        lines += [_grid(level_rows(report)), ""]
     for level in report["levels"]:
         chat = level["agentchat"]
         lines.append(
@@ -671,8 +725,13 @@ def render(report: dict[str, Any], paths: list[Path | None]) -> str:
         if setup.get("peak_rss_mb"):
             peaks = ", ".join(f"{name} {mb:.0f} MB" for name, mb in setup["peak_rss_mb"].items())
             lines.append(f"peak RSS over the streams, {setup['mode']}: {peaks}")
+    if report.get("search"):
+        search = report["search"]
+        lines += ["", f"search through the API, each kind {_searched_times(search)} times after a warm-up:"]
+        lines += [_grid(search_rows(search), left=(0, 1)), *search_lines(search)]
     lines += _notes(report)
-    lines += ["", "targets:"]
+    if report["targets"]:
+        lines += ["", "targets:"]
     for check in report["targets"]:
         met, measured = _met(check["met"]), _measured(check)
         lines.append(f"  {met:>7}  {check['target']}: {measured} (wanted {check['wanted']})")

@@ -47,6 +47,7 @@ from .fake_provider import DEFAULT_TOKENS, add_pace_arguments, pace_from
 from .front_door import measure_front_door
 from .measures import difference, idle_sockets, settled_writes, summarize, total_writes
 from .report import chart, commit, hot_spots, machine, markdown, render, shown, targets
+from .search import measure_search
 from .stack import MemorySampler, Profile, Setup, Stack, cpu_seconds, log, rss_kb, scaled_setup, start_stack
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -464,6 +465,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_false",
         help="skip the front door: three 10 MB uploads and two 60 MB bodies refused, about a minute",
     )
+    parser.add_argument(
+        "--no-search",
+        dest="search",
+        action="store_false",
+        help="skip the search: 200,000 messages seeded on each database and searched through the API, about a minute",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["search"],
+        help="only this part: `search` runs no streams and no front door (a minute instead of eight)",
+    )
+    parser.add_argument(
+        "--search-conversations",
+        type=int,
+        default=10_000,
+        help="conversations the search seeds, 20 messages each, a tenth of them the searching user's "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--search-repeat", type=int, default=20, help="timed requests for each kind of search (default %(default)s)"
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy the first daphne during one level")
     parser.add_argument("--profile-level", type=int, default=50, help="the level to profile (default %(default)s)")
     parser.add_argument("--keep", action="store_true", help="keep the work directories (databases, logs)")
@@ -478,6 +500,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.setups) - {"sqlite", "scaled"}
     if unknown:
         parser.error(f"unknown setups: {', '.join(sorted(unknown))}")
+    if args.only == "search":
+        args.search = True
     return args
 
 
@@ -505,32 +529,44 @@ def main(argv: list[str] | None = None) -> int:
             "capacity_budget_s": args.capacity_budget,
             "budget_s": args.budget,
             "uploads": args.uploads,
+            "search": args.search,
+            "only": args.only,
         },
         "setups": [],
         "levels": [],
     }
-    for setup in setups(args):
+    for setup in setups(args) if args.only != "search" else []:
         if report["setups"] and (report.get("failure") or args.deadline - time.monotonic() < 2 * LEAST_LEFT_S):
             log(f"{setup.mode}: skipped ({'the bench stopped early' if report.get('failure') else 'no time left'})")
             report.setdefault("skipped_setups", []).append(setup.mode)
             continue
         measure_setup(args, setup, report)
+    if args.search:
+        report["search"] = measure_search(args)
+        for database in report["search"]["databases"]:
+            if database.get("error"):
+                report.setdefault("failure", f"search on {database['database']}: {database['error']}"[:500])
     report["duration_s"] = time.monotonic() - began
     report["machine"]["load_average_at_end"] = os.getloadavg()
-    report["targets"] = targets(report)
+    report["targets"] = targets(report) if args.only != "search" else []
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = started_at.strftime("%Y%m%d-%H%M%S")
-    json_path, md_path, png_path = (args.out / f"bench-{stamp}.{ext}" for ext in ("json", "md", "png"))
+    # A run of one part does not replace the latest figures of the whole bench.
+    name, latest = ("bench", "latest") if args.only is None else (f"bench-{args.only}", f"latest-{args.only}")
+    json_path, md_path, png_path = (args.out / f"{name}-{stamp}.{ext}" for ext in ("json", "md", "png"))
     json_path.write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
     md_path.write_text(markdown(report) + "\n")
     for path in (json_path, md_path):
-        shutil.copyfile(path, args.out / f"latest{path.suffix}")
-    try:
-        chart(report, png_path)
-        shutil.copyfile(png_path, args.out / "latest.png")
-    except ImportError:
-        log("matplotlib is not installed: no chart")
-        png_path = None
+        shutil.copyfile(path, args.out / f"{latest}{path.suffix}")
+    if not report["levels"]:
+        png_path = None  # no streams, no chart
+    else:
+        try:
+            chart(report, png_path)
+            shutil.copyfile(png_path, args.out / "latest.png")
+        except ImportError:
+            log("matplotlib is not installed: no chart")
+            png_path = None
     print(render(report, [json_path, md_path, png_path]))
     return exit_code(report, args.strict)
 

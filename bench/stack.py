@@ -223,11 +223,11 @@ def start_provider(args: argparse.Namespace, log_dir: Path) -> tuple[Child, str]
     return child, f"http://{HOST}:{port}/v1"
 
 
-def throwaway_postgres(url: str) -> tuple[str, Any]:
+def throwaway_postgres(url: str, suffix: str = "") -> tuple[str, Any]:
     """A new database on the server DATABASE_URL names, and a function that drops it."""
     import psycopg
 
-    name = f"agentchat_bench_{os.getpid()}"
+    name = f"agentchat_bench_{os.getpid()}{suffix}"
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
         admin.execute(f'CREATE DATABASE "{name}"')

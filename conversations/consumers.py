@@ -47,8 +47,9 @@ CLOSE_NOT_FOUND = 4404
 # Any other code makes the page reconnect (daphne refuses 1011 from an application).
 CLOSE_SERVER_ERROR = 4500
 
-# Frames that act for the user are preceded by a check of the user as the database has them now; a message
-# makes that check in the same trip to the database that stores it (RunManager.submit_message).
+# Frames that act for the user are preceded by a check of the user as the database has them now; a frame that
+# starts a run (message, edit, regenerate, continue) makes that check in the trip to the database that stores
+# what it asks (RunManager.submit).
 CHECKED_FIRST = {"confirm"}
 # Why a socket's user may no longer act (selectors.socket_access), as the socket is told and closed.
 REFUSALS = {
@@ -197,6 +198,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         handler = {
             "message": self._message,
+            "edit": self._edit,
+            "regenerate": self._answer_again,
+            "continue": self._answer_again,
             "cancel": self._cancel,
             "confirm": self._confirm,
             "ping": self._ping,
@@ -227,26 +231,34 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.timers.append(asyncio.create_task(self._close_after(remaining, "The token has expired.")))
 
     async def _message(self, frame: dict[str, Any]) -> None:
-        content, client_id = frame.get("content"), frame.get("client_id")
+        content, client_id = _content(frame), _client_id(frame)
         attachments = [] if frame.get("attachments") is None else frame["attachments"]
         context = {} if frame.get("context") is None else frame["context"]
-        if not isinstance(content, str):
-            raise Invalid('"content" must be a string.')
-        if client_id is not None and not (isinstance(client_id, str) and 0 < len(client_id) <= MAX_CLIENT_ID):
-            raise Invalid(f'"client_id" must be a string of 1 to {MAX_CLIENT_ID} characters.')
         if not isinstance(attachments, list) or not all(_is_uuid(item) for item in attachments):
             raise Invalid('"attachments" must be a list of attachment ids.')
         if not isinstance(context, dict):
             raise Invalid('"context" must be an object.')
         if _nesting(context) > MAX_CONTEXT_DEPTH:
             raise Invalid(f'"context" may nest at most {MAX_CONTEXT_DEPTH} levels.')
-        echo = await runs.manager.submit_message(
+        turn = services.Turn(
+            "message", content, client_id, attachments=tuple(attachments), metadata={"context": context}
+        )
+        await self._take(turn)
+
+    async def _edit(self, frame: dict[str, Any]) -> None:
+        message_id = frame.get("message_id")
+        if not isinstance(message_id, int) or isinstance(message_id, bool) or message_id < 1:
+            raise Invalid('"message_id" must be the id of one of your messages.')
+        await self._take(services.Turn("edit", _content(frame), _client_id(frame), message_id=message_id))
+
+    async def _answer_again(self, frame: dict[str, Any]) -> None:
+        await self._take(services.Turn(frame["type"], client_id=_client_id(frame)))
+
+    async def _take(self, turn: services.Turn) -> None:
+        echo = await runs.manager.submit(
             conversation=self.conversation,
             user=self.user,
-            content=content,
-            client_id=client_id,
-            attachment_ids=attachments,
-            context=context,
+            turn=turn,
             session_key=self.session_key,
             permissions=self.permissions,
         )
@@ -384,6 +396,19 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _close_after(self, seconds: float, message: str) -> None:
         await asyncio.sleep(max(seconds, 0))
         await self._refuse("AUTH_REQUIRED", message, CLOSE_UNAUTHENTICATED)
+
+
+def _content(frame: dict[str, Any]) -> str:
+    if not isinstance(content := frame.get("content"), str):
+        raise Invalid('"content" must be a string.')
+    return content
+
+
+def _client_id(frame: dict[str, Any]) -> str | None:
+    client_id = frame.get("client_id")
+    if client_id is not None and not (isinstance(client_id, str) and 0 < len(client_id) <= MAX_CLIENT_ID):
+        raise Invalid(f'"client_id" must be a string of 1 to {MAX_CLIENT_ID} characters.')
+    return client_id
 
 
 def _is_uuid(value) -> bool:

@@ -65,6 +65,13 @@ class Message(models.Model):
     error = models.TextField(
         blank=True, help_text="For an answer that failed or was stopped: what happened, in words a person reads."
     )
+    superseded = models.BooleanField(
+        default=False,
+        help_text="Replaced by a regenerated answer or an edited question: kept, never sent to the model.",
+    )
+    usage = models.JSONField(
+        null=True, blank=True, help_text="For an answer: {prompt_tokens, completion_tokens}, as reported."
+    )
     # NULL rather than "" so that messages sent without a client_id never collide in the unique constraint.
     client_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     attachments = models.ManyToManyField("Attachment", blank=True, related_name="messages")
@@ -131,6 +138,8 @@ class PendingConfirmation(models.Model):
                 name="confirmation_unsettled",
             ),
         ]
+        verbose_name = _("confirmation")
+        verbose_name_plural = _("confirmations")
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.status})"
@@ -226,6 +235,29 @@ class Attachment(models.Model):
         return self.original_name
 
 
+class TokenUsage(models.Model):
+    """What one user's answers cost on one day (of TIME_ZONE), as their providers reported: the admin's totals,
+    and what USER_DAILY_TOKEN_BUDGET is counted against."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    answers = models.PositiveIntegerField(default=0, help_text="Answers (rounds) whose usage was reported.")
+
+    class Meta:
+        ordering = ["-day", "user"]
+        constraints = [models.UniqueConstraint(fields=["user", "day"], name="token_usage_user_day")]
+        verbose_name_plural = _("token usage")
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.day}: {self.total}"
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
 class AuditEvent(models.Model):
     """Append-only: written by services.audit_record, never changed afterwards."""
 
@@ -235,6 +267,9 @@ class AuditEvent(models.Model):
         CONVERSATION_ARCHIVED = "conversation_archived", _("conversation archived")
         CONVERSATION_RESTORED = "conversation_restored", _("conversation restored")
         MESSAGE_SENT = "message_sent", _("message sent")
+        MESSAGE_EDITED = "message_edited", _("message edited")
+        ANSWER_REGENERATED = "answer_regenerated", _("answer regenerated")
+        RUN_CONTINUED = "run_continued", _("run continued")
         RUN_STARTED = "run_started", _("run started")
         RUN_FINISHED = "run_finished", _("run finished")
         TOOL_CALLED = "tool_called", _("tool called")

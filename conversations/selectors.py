@@ -12,7 +12,20 @@ from typing import NamedTuple, TypedDict
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db.models import Count, Q, QuerySet
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    Exists,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
@@ -21,7 +34,8 @@ from tools.documents.context import catalogue, with_files, with_references
 from tools.files import StoredFile
 from tools.registry import Tool, ToolContext
 
-from .models import Attachment, Conversation, Message, PendingConfirmation, ToolJob
+from .models import Attachment, Conversation, Message, PendingConfirmation, TokenUsage, ToolJob
+from .search import conversations_search
 
 IMAGE_KINDS = {Attachment.Kind.PNG, Attachment.Kind.JPEG}
 
@@ -84,13 +98,47 @@ def user_ids_with(relation: str, related_ids: Iterable) -> set:
 
 
 def conversations_for(user, *, archived: bool | None = False, search: str = "") -> QuerySet[Conversation]:
-    """The user's conversations, newest first; `archived=None` gives both kinds."""
-    queryset = Conversation.objects.filter(owner=user).annotate(message_count=Count("messages"))
-    if archived is not None:
-        queryset = queryset.filter(is_archived=archived)
+    """The user's conversations, newest first; `archived=None` gives both kinds. With `search`, those whose title
+    or messages have it (conversations.search)."""
     if search:
-        queryset = queryset.filter(title__icontains=search)
-    return queryset.order_by("-updated_at", "-created_at")
+        queryset = conversations_search(user, query=search, archived=archived)
+    else:
+        queryset = Conversation.objects.filter(owner=user)
+        if archived is not None:
+            queryset = queryset.filter(is_archived=archived)
+    tokens = {
+        count: _of_messages(Sum(Cast(KeyTextTransform(count, "usage"), BigIntegerField())))
+        for count in ("prompt_tokens", "completion_tokens")
+    }
+    # The person's questions on the live branch: answers and tool results are not counted.
+    questions = _of_messages(Count("pk"), role=Message.Role.USER, superseded=False)
+    return queryset.annotate(message_count=questions, **tokens).order_by("-updated_at", "-created_at")
+
+
+def _of_messages(aggregate, **where) -> Coalesce:
+    """An aggregate of each conversation's messages, as a subquery: worked out for the page of conversations
+    shown, where a join would read every message of every conversation listed."""
+    messages = Message.objects.filter(conversation=OuterRef("pk"), **where).order_by().values("conversation")
+    return Coalesce(Subquery(messages.annotate(value=aggregate).values("value")), 0)
+
+
+class TurnStart(NamedTuple):
+    seen: Message | None  # the message stored before under the turn's client_id
+    has_files: bool  # whether the user has files in the conversation
+
+
+def turn_start(conversation: Conversation, user, client_id: str | None) -> TurnStart:
+    """The conversation read again (in place), with what taking a turn needs first, in one query: the message a
+    client_id was stored with before, and whether there are files to list."""
+    seen = Message.objects.filter(conversation=OuterRef("pk"), client_id=client_id).values("pk")[:1]
+    fresh = Conversation.objects.annotate(
+        seen=Subquery(seen) if client_id else Value(None, output_field=IntegerField()),
+        has_files=Exists(Attachment.objects.filter(conversation=OuterRef("pk"), owner=user)),
+    ).get(pk=conversation.pk)
+    for field in Conversation._meta.concrete_fields:
+        setattr(conversation, field.attname, getattr(fresh, field.attname))
+    found = conversation.messages.prefetch_related("attachments").get(pk=fresh.seen) if fresh.seen else None
+    return TurnStart(found, fresh.has_files)
 
 
 def message_with_client_id(conversation: Conversation, client_id: str | None) -> Message | None:
@@ -101,9 +149,20 @@ def attachments_owned(conversation: Conversation, user, ids) -> list[Attachment]
     return list(conversation.attachments.filter(owner=user, pk__in=ids))
 
 
-def history_for(conversation: Conversation) -> QuerySet[Message]:
-    """The conversation's messages, oldest first, with their attachment ids at hand."""
-    return conversation.messages.prefetch_related("attachments").order_by("created_at", "id")
+def history_for(conversation: Conversation, *, include_superseded: bool = True) -> QuerySet[Message]:
+    """The conversation's messages, oldest first, with their attachment ids at hand; without superseded ones,
+    the live branch only."""
+    messages = conversation.messages if include_superseded else conversation.messages.filter(superseded=False)
+    return messages.prefetch_related("attachments").order_by("created_at", "id")
+
+
+def live_messages(conversation: Conversation) -> QuerySet[Message]:
+    """The messages that are not superseded, oldest first: the conversation as the model sees it."""
+    return conversation.messages.filter(superseded=False).order_by("created_at", "id")
+
+
+def last_question(conversation: Conversation) -> Message | None:
+    return live_messages(conversation).filter(role=Message.Role.USER).last()
 
 
 def as_shown(conversation: Conversation, messages: list[Message]) -> list[Message]:
@@ -261,13 +320,13 @@ def _with_files(message: Message, *, newest: bool, file_tokens: int, vision: boo
 def provider_history(
     conversation: Conversation, *, file_tokens: int = 0, vision: bool = False, has_files: bool = True
 ) -> list[ChatMessage]:
-    """The conversation as the engine sees it: finished messages only, every tool call followed by its result.
+    """The conversation as the engine sees it: finished, live messages only, every tool call followed by its result.
 
     The newest user message carries its attachments' text within `file_tokens` (and, with `vision`, its
     images); earlier ones only name theirs. `has_files=False`: the caller knows the conversation has none.
     """
     history: list[ChatMessage] = []
-    messages = conversation.messages.exclude(status=Message.Status.STREAMING).order_by("created_at", "id")
+    messages = live_messages(conversation).exclude(status=Message.Status.STREAMING)
     messages = list(messages.prefetch_related("attachments") if has_files else messages)
     newest_user = max((i for i, message in enumerate(messages) if message.role == Message.Role.USER), default=-1)
     for position, message in enumerate(messages):
@@ -297,7 +356,7 @@ def provider_history(
 
 def last_user_context(conversation: Conversation) -> dict:
     """The page context sent with the newest user message: what "it" refers to."""
-    message = conversation.messages.filter(role=Message.Role.USER).order_by("-created_at", "-id").first()
+    message = last_question(conversation)
     return (message.metadata.get("context") or {}) if message else {}
 
 
@@ -310,6 +369,13 @@ def tool_context(conversation: Conversation, user, page_context: dict | None = N
         page_context=last_user_context(conversation) if page_context is None else page_context,
         files=ConversationFiles(conversation.pk, user),
     )
+
+
+def tokens_used_today(user_id) -> int:
+    """The tokens the user's answers have cost today (in TIME_ZONE)."""
+    today = TokenUsage.objects.filter(user_id=user_id, day=timezone.localdate())
+    counts = today.values_list("prompt_tokens", "completion_tokens").first()
+    return sum(counts) if counts else 0
 
 
 def user_as_stored(user_id):

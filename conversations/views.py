@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -12,17 +13,22 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from agentchat.agent.calls import Outcome
 from tools.documents.detect import CLAIMED
 from tools.documents.limits import MAX_UPLOAD_BYTES, MiB
 
 from . import selectors, services
+from .decisions import decisions_for
 from .markdown import render_markdown
-from .models import Conversation, Message
+from .models import Conversation, Message, PendingConfirmation
 
 LIST_LIMIT = 100
 SIDEBAR_LIMIT = 30
@@ -31,6 +37,68 @@ TITLE_MAX = 200
 # What the browser accepts before uploading (the names the reader checks content against); the server checks the
 # content again (docs/tools.md).
 UPLOAD_EXTENSIONS = list(CLAIMED)
+# Session keys: the first message of a conversation begun on the start page, which its chat page sends; the
+# conversation just archived, which the list offers to bring back.
+FIRST_MESSAGE = "agentchat.first_message"
+JUST_ARCHIVED = "agentchat.just_archived"
+
+
+@dataclass
+class Decision:
+    """What the owner decided about a call, as the record on its card says it (templates/conversations/_decision.html).
+
+    `variant`: approved, edited, rejected, rejected-reason (rejected, saying why), superseded (by a new message) or
+    expired; `args`: what it runs with, for an approval or an edit.
+    """
+
+    variant: str
+    who: str = ""
+    at: datetime | None = None
+    args: Any = None
+    reason: str = ""
+
+    @classmethod
+    def of(cls, confirmation: PendingConfirmation) -> Decision | None:
+        """None while it waits for the owner."""
+        Status = PendingConfirmation.Status
+        if confirmation.status == Status.PENDING:
+            if confirmation.expires_at > timezone.now():
+                return None
+            return cls("expired", at=confirmation.expires_at)
+        if confirmation.status in (Status.SUPERSEDED, Status.EXPIRED):
+            return cls(confirmation.status, at=confirmation.decided_at)
+        who = confirmation.decided_by.get_username() if confirmation.decided_by else _("someone")
+        decision = cls(confirmation.status, who=who, at=confirmation.decided_at, reason=confirmation.reason)
+        if confirmation.status == Status.REJECTED:
+            decision.variant = "rejected-reason" if confirmation.reason else "rejected"
+        else:
+            decision.args = confirmation.edited_args if confirmation.status == Status.EDITED else confirmation.args
+        return decision
+
+    # The person's, the time's and the reason's markup in the translated sentence: the script fills the same
+    # elements in the empty records the chat page carries.
+    @property
+    def who_html(self) -> SafeString:
+        return format_html('<strong class="decision-who">{}</strong>', self.who)
+
+    @property
+    def when_html(self) -> SafeString:
+        if self.at is None:
+            return format_html('<time class="decision-when">{}</time>', "")
+        shown = date_format(timezone.localtime(self.at), "SHORT_DATETIME_FORMAT")
+        return format_html('<time class="decision-when" datetime="{}">{}</time>', self.at.isoformat(), shown)
+
+    @property
+    def reason_html(self) -> SafeString:
+        return format_html('<q class="decision-reason">{}</q>', self.reason)
+
+    @property
+    def args_json(self) -> str:
+        return json.dumps(self.args, ensure_ascii=False, indent=2) if self.args is not None else ""
+
+
+# Every kind of record, empty: the chat page's <template id="tpl-decisions">.
+DECISION_VARIANTS = ["approved", "edited", "rejected", "rejected-reason", "superseded", "expired"]
 
 
 @dataclass
@@ -43,6 +111,7 @@ class ToolCard:
     state: str = "running"  # running, waiting (for the owner's decision), ok, error, rejected, cancelled, unknown
     output: str = ""
     result_id: int | None = None
+    decision: Decision | None = None
 
     @property
     def args_json(self) -> str:
@@ -93,7 +162,8 @@ def _result_state(result: Message) -> str:
     return CARD_STATES.get(result.outcome, "error")
 
 
-def _timeline(history: list[Message], pending_call_ids: set[str]) -> list[Entry]:
+def _timeline(history: list[Message], confirmations: dict[str, PendingConfirmation]) -> list[Entry]:
+    """The chat's rows; a call that went to its owner carries the decision, or waits for it."""
     results = {message.tool_call_id: message for message in history if message.role == Message.Role.TOOL}
     shown: set[str] = set()
     entries: list[Entry] = []
@@ -104,12 +174,17 @@ def _timeline(history: list[Message], pending_call_ids: set[str]) -> list[Entry]
             entry = Entry(message=message, html=render_markdown(message.content))
             for call in message.tool_calls or []:
                 card = ToolCard(id=str(call.get("id", "")), name=str(call.get("name", "")), args=call.get("args", {}))
+                confirmation = confirmations.get(card.id)
+                card.decision = Decision.of(confirmation) if confirmation else None
                 result = results.get(card.id)
                 if result is not None:
                     card.state, card.output, card.result_id = _result_state(result), result.content, result.pk
                     shown.add(card.id)
-                elif card.id in pending_call_ids:
+                elif confirmation is not None and card.decision is None:
                     card.state = "waiting"
+                elif card.decision is not None and card.decision.variant not in ("approved", "edited"):
+                    # It will not run, though its result is not stored yet.
+                    card.state = "rejected" if card.decision.variant.startswith("rejected") else "cancelled"
                 entry.cards.append(card)
             entries.append(entry)
         elif message.role == Message.Role.TOOL and message.tool_call_id not in shown:
@@ -126,34 +201,62 @@ def _upload_rules() -> dict[str, Any]:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
+    """The list; someone with no conversation at all starts one here, at the message box."""
     filters = _list_filters(request)
+    if not (filters["archived"] or filters["search"] or _has_conversations(request)):
+        return _start(request, has_conversations=False)
     conversations = selectors.conversations_for(request.user, **filters)[:LIST_LIMIT]
-    return render(request, "conversations/home.html", {"conversations": conversations, **filters})
+    archived = request.session.pop(JUST_ARCHIVED, None)
+    undo = selectors.conversation_for(request.user, archived) if archived else None
+    context = {"conversations": conversations, "undo": undo if undo and undo.is_archived else None, **filters}
+    return render(request, "conversations/home.html", context)
 
 
 @login_required
 def chat(request: HttpRequest, pk) -> HttpResponse:
     conversation = _owned(request, pk)
-    history = selectors.as_shown(conversation, list(selectors.history_for(conversation)))
+    history = selectors.as_shown(conversation, list(selectors.history_for(conversation, include_superseded=False)))
     hidden = max(len(history) - HISTORY_LIMIT, 0)
-    pending = {item.tool_call_id for item in selectors.pending_confirmations(conversation)}
+    first = request.session.get(FIRST_MESSAGE) or {}
+    if first.get("conversation") == str(conversation.pk):
+        del request.session[FIRST_MESSAGE]
+    else:
+        first = {}
     context = {
         "conversation": conversation,
-        "entries": _timeline(history[hidden:], pending),
+        "entries": _timeline(history[hidden:], decisions_for(conversation.pk)),
         "hidden_count": hidden,
         "sidebar": selectors.conversations_for(request.user)[:SIDEBAR_LIMIT],
         "upload_rules": _upload_rules(),
         "accept": ",".join(UPLOAD_EXTENSIONS),
         "max_mb": MAX_UPLOAD_BYTES // MiB,
         "demo_model": settings.LLM_PROVIDER == "local",
+        "decision_samples": [Decision(variant) for variant in DECISION_VARIANTS],
+        "first_message": first.get("content", ""),
     }
     return render(request, "conversations/chat.html", context)
 
 
+def _has_conversations(request: HttpRequest) -> bool:
+    return selectors.conversations_for(request.user, archived=None).exists()
+
+
+def _start(request: HttpRequest, *, has_conversations: bool) -> HttpResponse:
+    return render(request, "conversations/start.html", {"has_conversations": has_conversations})
+
+
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def conversation_new(request: HttpRequest) -> HttpResponse:
+    """The start page; its first message creates the conversation, whose chat page then sends it. So no
+    conversation is made that nobody wrote in."""
+    if request.method == "GET":
+        return _start(request, has_conversations=_has_conversations(request))
+    content = request.POST.get("content", "")
+    if not content.strip():
+        return redirect("chat-new")
     conversation = services.conversation_create(owner=request.user)
+    request.session[FIRST_MESSAGE] = {"conversation": str(conversation.pk), "content": content}
     return redirect("chat", pk=conversation.pk)
 
 
@@ -175,7 +278,8 @@ def conversation_rename(request: HttpRequest, pk) -> HttpResponse:
 def conversation_archive(request: HttpRequest, pk) -> HttpResponse:
     conversation = _owned(request, pk)
     services.conversation_archive(conversation=conversation, actor=request.user)
-    messages.success(request, _("“%(title)s” was archived.") % {"title": conversation.title or _("New conversation")})
+    # Said by the list, with Undo (templates/conversations/home.html).
+    request.session[JUST_ARCHIVED] = str(conversation.pk)
     return _back(request, reverse("home"))
 
 

@@ -55,6 +55,8 @@ class Reply:
     malformed_after: int | None = None
     # What is sent then in a stream: not JSON by default, or JSON of the wrong shape.
     malformed_chunk: str = "{not json"
+    # (prompt_tokens, completion_tokens) reported when the request asks for usage; None: reported by no chunk.
+    usage: tuple[int, int] | None = (12, 7)
 
 
 @dataclass
@@ -285,7 +287,7 @@ class FakeLLM(LoopbackService):
             "choices": [
                 {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop", "logprobs": None}
             ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+            "usage": _usage(reply.usage) if reply.usage else None,
         }
 
     def chunks(self, reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -305,4 +307,11 @@ class FakeLLM(LoopbackService):
                 for piece in _pieces(arguments, ARGUMENT_PIECE)
             ]
         chunks.append(chunk({}, "tool_calls" if calls else "stop"))
+        if (body.get("stream_options") or {}).get("include_usage") and reply.usage is not None:
+            chunks.append({**envelope, "choices": [], "usage": _usage(reply.usage)})
         return chunks
+
+
+def _usage(counts: tuple[int, int]) -> dict[str, int]:
+    prompt, completion = counts
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}

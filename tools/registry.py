@@ -18,9 +18,11 @@ import inspect
 import json
 import logging
 import threading
+import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, NotRequired, TypedDict
 
 from asgiref.sync import sync_to_async
@@ -134,18 +136,36 @@ def _keys(model: type[BaseModel] | None) -> dict[str, Any]:
     return {info.alias or name: info for name, info in model.model_fields.items()} if model else {}
 
 
-def _known(model: type[BaseModel], parent: tuple[int | str, ...]) -> list[str] | None:
-    """The keys the object at `parent` may have, when its model can be told from the annotations."""
+def _annotation_at(model: type[BaseModel], path: tuple[int | str, ...]) -> Any:
+    """The annotation of the value at `path`, when the models' annotations tell it; None otherwise."""
     annotation: Any = model
-    for part in parent:
+    for part in path:
         if isinstance(part, int):
             continue
         field = _keys(_model_in(annotation)).get(part)
         if field is None:
             return None
         annotation = field.annotation
-    found = _model_in(annotation)
+    return annotation
+
+
+def _known(model: type[BaseModel], parent: tuple[int | str, ...]) -> list[str] | None:
+    """The keys the object at `parent` may have, when its model can be told from the annotations."""
+    found = _model_in(_annotation_at(model, parent))
     return list(_keys(found)) if found else None
+
+
+def _choices(annotation: Any) -> list[Any] | None:
+    """The values a field of a fixed set (a Literal or an Enum, maybe optional) may take; None for another field."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return [member.value for member in annotation]
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _choices(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return next(filter(None, map(_choices, typing.get_args(annotation))), None)
+    return None
 
 
 def _where(data: Any, loc: tuple[int | str, ...], *, absent_last: bool) -> tuple[int | str, ...]:
@@ -170,11 +190,16 @@ def _describe(error: ValidationError, model: type[BaseModel], data: Any) -> str:
     expected: dict[tuple[int | str, ...], list[str]] = {}
     got: dict[tuple[int | str, ...], Any] = {}
     said: dict[tuple[int | str, ...], list[str]] = {}
+    one_of: dict[tuple[int | str, ...], list[Any]] = {}
     for item in error.errors(include_url=False):
         kind = item["type"]
         where = _where(data, item["loc"], absent_last=kind == "missing")
         said.setdefault(where, [])
-        if kind in EXPECTED or kind == "literal_error":
+        # A value outside a fixed set is told the set, whatever refused it (the type, the Literal, a validator).
+        if kind != "missing" and (choices := _choices(_annotation_at(model, where))):
+            one_of[where] = choices
+            got[where] = item["input"]
+        elif kind in EXPECTED or kind == "literal_error":
             expected.setdefault(where, []).append(EXPECTED.get(kind) or item["ctx"]["expected"])
             got[where] = item["input"]
         elif kind == "extra_forbidden":
@@ -187,7 +212,11 @@ def _describe(error: ValidationError, model: type[BaseModel], data: Any) -> str:
             said[where].append(item["msg"].removeprefix("Value error, "))
     problems = []
     for where, texts in said.items():
-        if where in expected:
+        if where in one_of:
+            shown = [choice if isinstance(choice, str) else json.dumps(choice) for choice in one_of[where]]
+            allowed = f"one of {', '.join(shown)}" if len(shown) > 1 else shown[0]
+            texts = [f"must be {allowed}, not {_shown(got[where])}", *texts]
+        elif where in expected:
             texts = [f"expected {_either(expected[where])}, got {_shown(got[where])}", *texts]
         problems.append(f"{'.'.join(map(str, where)) or 'arguments'}: {'; '.join(texts)}")
     return "; ".join(problems)
@@ -207,6 +236,14 @@ def _unsaid(value: Any) -> dict[Any, Any]:
         items = value.items() if isinstance(value, dict) else enumerate(value)
         return {key: inner for key, item in items if (inner := _unsaid(item))}
     return {}
+
+
+@dataclass(frozen=True)
+class ToolSource:
+    """Where a tool comes from: `kind` "http" (a REST service) or "mcp" (an MCP server), and that one's name."""
+
+    kind: str
+    name: str
 
 
 def _call_sync(func: Callable, args: BaseModel, ctx: ToolContext) -> Any:
@@ -236,6 +273,8 @@ class Tool:
     action_words: tuple[str, ...] = ()
     choice_words: dict[str, dict[str, list[str]]] = field(default_factory=dict, compare=False)
     summarize: Summary | None = field(default=None, compare=False)
+    # None for a tool written in this code base (its app is where its function is).
+    source: ToolSource | None = None
 
     def schema(self) -> ToolSchema:
         """What a provider is told of the tool: built once (pydantic takes about a millisecond a model), the same
@@ -308,17 +347,43 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._sources: list[Callable[[], Iterable[Tool] | None]] = []
         self._sources_lock = threading.Lock()
+        # Writers replace the dict rather than change it, so a reader iterating it meanwhile is never disturbed.
+        self._write_lock = threading.Lock()
 
-    def register(self, tool: Tool) -> Tool:
+    @staticmethod
+    def _admit(tool: Tool, tools: dict[str, Tool]) -> None:
         if not _forbids_extra(tool.args_model):
             raise TypeError(
                 f"{tool.name}: the arguments model must be a pydantic model that forbids unknown keys "
                 "(derive it from ToolArgs)."
             )
-        if tool.name in self._tools:
+        if tool.name in tools:
             raise ValueError(f"A tool named {tool.name!r} is registered already.")
-        self._tools[tool.name] = tool
+
+    def register(self, tool: Tool) -> Tool:
+        with self._write_lock:
+            self._admit(tool, self._tools)
+            self._tools = {**self._tools, tool.name: tool}
         return tool
+
+    def replace(self, names: Iterable[str], tools: Iterable[Tool]) -> dict[str, str]:
+        """Swap the tools called `names` for `tools` at once: a toolset whose tools change while the process runs.
+
+        A tool that cannot be registered (see `register`) is left out: the reasons are returned by tool name.
+        """
+        refused: dict[str, str] = {}
+        with self._write_lock:
+            gone = set(names)
+            kept = {name: tool for name, tool in self._tools.items() if name not in gone}
+            for tool in tools:
+                try:
+                    self._admit(tool, kept)
+                except (TypeError, ValueError) as exc:
+                    refused[tool.name] = str(exc)
+                    continue
+                kept[tool.name] = tool
+            self._tools = kept
+        return refused
 
     def add_source(self, load: Callable[[], Iterable[Tool] | None]) -> None:
         """Tools known only later (e.g. an OpenAPI document behind a URL), loaded at the first lookup.

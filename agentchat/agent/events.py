@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal
 
 from .calls import Outcome, ToolOutcome
-from .providers import ToolCall
+from .providers import ToolCall, Usage
 
 RunStatus = Literal["completed", "cancelled", "awaiting_confirmation", "iteration_limit", "failed"]
 
@@ -29,11 +29,14 @@ class Token(RunEvent):
 
 @dataclass(kw_only=True)
 class AssistantMessage(RunEvent):
-    """One round's answer is complete: its text and the tool calls it asks for (none when final)."""
+    """One round's answer is complete: its text and the tool calls it asks for (none when final). `stopped` says
+    why the run stops here without having finished (the step limit), in words for the person."""
 
     type: ClassVar[str] = "assistant_message"
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
+    stopped: str = ""
+    usage: Usage | None = None
 
 
 @dataclass(kw_only=True)

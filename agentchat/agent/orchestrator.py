@@ -70,7 +70,9 @@ class AgentRun:
             if answer is None:
                 return  # _ask yielded the run's end already
 
-            yield self._event(AssistantMessage, content=answer.content, tool_calls=answer.tool_calls)
+            yield self._event(
+                AssistantMessage, content=answer.content, tool_calls=answer.tool_calls, usage=answer.usage
+            )
             history.append({"role": "assistant", "content": answer.content, "tool_calls": answer.tool_calls})
             if not answer.tool_calls:
                 yield self._event(RunFinished, status="completed")
@@ -85,7 +87,8 @@ class AgentRun:
                 yield self._event(RunFinished, status="awaiting_confirmation")
                 return
             if round_number == self.max_rounds:
-                yield self._event(AssistantMessage, content=LIMIT_MESSAGE)
+                stopped = f"The agent used all of its {self.max_rounds} steps before finishing."
+                yield self._event(AssistantMessage, content=LIMIT_MESSAGE, stopped=stopped)
                 yield self._event(RunFinished, status="iteration_limit")
                 return
 

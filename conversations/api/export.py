@@ -56,7 +56,8 @@ def as_markdown(conversation: Conversation, messages: list[Message]) -> str:
     decisions = {item.tool_call_id: item for item in conversation.confirmations.select_related("decided_by")}
     parts = [f"# {conversation.title or 'Conversation'}", f"Exported {_when(timezone.now())}."]
     for message in messages:
-        parts.append(f"**{ROLES.get(message.role, message.role)}** · {_when(message.created_at)}")
+        replaced = " · replaced by a later version" if message.superseded else ""
+        parts.append(f"**{ROLES.get(message.role, message.role)}** · {_when(message.created_at)}{replaced}")
         if message.role == Message.Role.TOOL:
             parts.append(f"`{message.tool_name}` ({message.outcome or 'done'}):\n\n{_fenced(message.content)}")
         elif message.content:
@@ -73,13 +74,21 @@ def as_markdown(conversation: Conversation, messages: list[Message]) -> str:
 
 
 def _decision(decision: PendingConfirmation) -> str:
-    if decision.status == PendingConfirmation.Status.PENDING:
+    """The decision quoted under its call, as the call's card on the page records it."""
+    Status = PendingConfirmation.Status
+    if decision.status == Status.PENDING:
         return "> Waiting for a decision."
-    who = decision.decided_by.get_username() if decision.decided_by else "nobody"
+    if decision.status == Status.SUPERSEDED:
+        return "> Replaced by a new message before anyone decided: not run."
+    if decision.status == Status.EXPIRED:
+        return "> Expired before anyone decided: not run." + (f" {decision.reason}" if decision.reason else "")
+    who = decision.decided_by.get_username() if decision.decided_by else "someone"
     line = f"> {decision.status.capitalize()} by {who}"
     line += f" at {_when(decision.decided_at)}" if decision.decided_at else ""
-    if decision.edited_args is not None:
-        line += f", with the arguments `{json.dumps(decision.edited_args, sort_keys=True)}`"
+    if decision.status == Status.REJECTED:
+        return line + (f": {decision.reason}" if decision.reason else ", without a reason.")
+    ran = decision.edited_args if decision.status == Status.EDITED else decision.args
+    line += f", with the arguments `{json.dumps(ran, sort_keys=True, ensure_ascii=False)}`"
     return line + (f". Reason: {decision.reason}" if decision.reason else ".")
 
 

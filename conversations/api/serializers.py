@@ -1,20 +1,59 @@
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agentchat.api import ErrorSerializer
 
+from ..decisions import Decision, message_decision
 from ..markdown import render_markdown
 from ..models import Attachment, Conversation, Message
+from ..search import Match, match_of
+
+
+class UsageSerializer(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
 
 
 class ConversationSerializer(serializers.ModelSerializer):
     message_count = serializers.IntegerField(read_only=True)
+    usage = serializers.SerializerMethodField(
+        help_text="The tokens its answers cost, as their providers reported them (answers without a report count 0)."
+    )
+
+    @extend_schema_field(UsageSerializer)
+    def get_usage(self, conversation: Conversation) -> dict[str, int]:
+        return {"prompt_tokens": conversation.prompt_tokens, "completion_tokens": conversation.completion_tokens}
 
     class Meta:
         model = Conversation
-        fields = ["id", "title", "created_at", "updated_at", "message_count", "is_archived", "archived_at"]
+        fields = ["id", "title", "created_at", "updated_at", "message_count", "usage", "is_archived", "archived_at"]
         read_only_fields = ["id", "created_at", "updated_at", "is_archived", "archived_at"]
+
+
+class MatchSerializer(serializers.Serializer):
+    text = serializers.CharField(help_text="A few words of the message around what was found, as plain text.")
+    highlights = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        help_text="Each word found: [start, end) in `text`, counted in characters (Unicode code points).",
+    )
+
+
+class ConversationListSerializer(ConversationSerializer):
+    match = serializers.SerializerMethodField(
+        help_text="With `search`: where the newest message that has the words matched; null for a match by title, "
+        "and without `search`."
+    )
+
+    @extend_schema_field(MatchSerializer(allow_null=True))
+    def get_match(self, conversation: Conversation) -> Match | None:
+        return match_of(conversation)
+
+    class Meta(ConversationSerializer.Meta):
+        fields = [*ConversationSerializer.Meta.fields, "match"]
 
 
 class ConversationCreateSerializer(serializers.Serializer):
@@ -29,7 +68,17 @@ class ConversationFilterSerializer(serializers.Serializer):
     archived = serializers.BooleanField(
         required=False, default=False, help_text="true for the archive, false (default) for active conversations."
     )
-    search = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+    search = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=200,
+        help_text="Conversations whose title contains it, or one of whose messages (yours and the assistant's, "
+        "not superseded ones) has all its words.",
+    )
+
+
+TIMESTAMP = serializers.DateTimeField()
 
 
 class MessageSerializer(serializers.ModelSerializer):
@@ -39,6 +88,13 @@ class MessageSerializer(serializers.ModelSerializer):
         help_text="An assistant message's content as sanitized HTML (rendered Markdown); empty for other roles."
     )
     files = serializers.SerializerMethodField(help_text="The attachments' names, kinds and sizes, for showing them.")
+    decision = serializers.SerializerMethodField(
+        help_text="A tool message whose call waited for its owner: what was decided, by whom, when, with which "
+        "arguments; null otherwise."
+    )
+
+    def get_decision(self, message: Message) -> Decision | None:
+        return message_decision(message, self.context.setdefault("decisions", {}))
 
     def get_html(self, message: Message) -> str:
         return render_markdown(message.content) if message.role == Message.Role.ASSISTANT else ""
@@ -48,6 +104,21 @@ class MessageSerializer(serializers.ModelSerializer):
             {"id": str(item.pk), "name": item.original_name, "kind": item.kind, "size": item.size}
             for item in message.attachments.all()
         ]
+
+    def to_representation(self, message: Message) -> dict[str, Any]:
+        # The declared fields, read directly: every message frame of the socket is one of these, and DRF's
+        # field-by-field path cost more than the rest of taking a message in (docs/benchmarks.md).
+        data: dict[str, Any] = {}
+        for name in self.Meta.fields:
+            if method := getattr(self, f"get_{name}", None):
+                data[name] = method(message)
+            elif name == "attachments":
+                data[name] = [str(item.pk) for item in message.attachments.all()]
+            elif name == "created_at":
+                data[name] = TIMESTAMP.to_representation(message.created_at)
+            else:
+                data[name] = getattr(message, name)
+        return data
 
     class Meta:
         model = Message
@@ -62,14 +133,25 @@ class MessageSerializer(serializers.ModelSerializer):
             "outcome",
             "status",
             "error",
+            "superseded",
+            "usage",
             "client_id",
             "attachments",
             "files",
             "created_at",
             "metadata",
             "html",
+            "decision",
         ]
         read_only_fields = fields
+
+
+class HistoryFilterSerializer(serializers.Serializer):
+    include_superseded = serializers.BooleanField(
+        required=False,
+        default=True,
+        help_text="false for the live branch only, without answers regenerated and questions edited since.",
+    )
 
 
 class ActiveRunSerializer(serializers.Serializer):

@@ -30,8 +30,10 @@ from .serializers import (
     AttachmentUploadSerializer,
     ConversationCreateSerializer,
     ConversationFilterSerializer,
+    ConversationListSerializer,
     ConversationRenameSerializer,
     ConversationSerializer,
+    HistoryFilterSerializer,
     MessageSerializer,
     UnsupportedFileSerializer,
 )
@@ -44,7 +46,9 @@ ERRORS = {
 
 
 @extend_schema_view(
-    list=extend_schema(parameters=[ConversationFilterSerializer], responses={200: ConversationSerializer, **ERRORS}),
+    list=extend_schema(
+        parameters=[ConversationFilterSerializer], responses={200: ConversationListSerializer, **ERRORS}
+    ),
     create=extend_schema(request=ConversationCreateSerializer, responses={201: ConversationSerializer, **ERRORS}),
     retrieve=extend_schema(responses={200: ConversationSerializer, **ERRORS}),
     partial_update=extend_schema(
@@ -60,7 +64,6 @@ class ConversationViewSet(
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet,
 ):
-    serializer_class = ConversationSerializer
     lookup_value_regex = "[0-9a-fA-F-]{36}"
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
@@ -70,6 +73,9 @@ class ConversationViewSet(
             filters.is_valid(raise_exception=True)
             return selectors.conversations_for(self.request.user, **filters.validated_data)
         return selectors.conversations_for(self.request.user, archived=None)
+
+    def get_serializer_class(self):
+        return ConversationListSerializer if self.action == "list" else ConversationSerializer
 
     def _respond(self, conversation, status_code=status.HTTP_200_OK) -> Response:
         fresh = self.get_queryset().get(pk=conversation.pk)
@@ -98,12 +104,16 @@ class ConversationViewSet(
         conversation = services.conversation_restore(conversation=self.get_object(), actor=request.user)
         return self._respond(conversation)
 
-    @extend_schema(responses={200: MessageSerializer(many=True), **ERRORS})
+    @extend_schema(parameters=[HistoryFilterSerializer], responses={200: MessageSerializer(many=True), **ERRORS})
     @action(detail=True, methods=["get"], pagination_class=HistoryPagination)
     def history(self, request, pk=None):
-        """Messages oldest first, with tool calls, tool results and statuses."""
+        """Messages oldest first, with tool calls, tool results and statuses; superseded ones too, unless
+        include_superseded=false."""
         conversation = self.get_object()
-        page = selectors.as_shown(conversation, self.paginate_queryset(selectors.history_for(conversation)))
+        filters = HistoryFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        messages = selectors.history_for(conversation, **filters.validated_data)
+        page = selectors.as_shown(conversation, self.paginate_queryset(messages))
         return self.get_paginated_response(MessageSerializer(page, many=True).data)
 
     @extend_schema(

@@ -9,14 +9,20 @@ from dataclasses import replace
 
 from agentchat.agent import events as ev
 
+# After a token frame, the next waits this long, gathering what arrives meanwhile: the first token goes out at
+# once, then at most 25 frames a second per run, however fast the model writes (docs/benchmarks.md).
+TOKEN_INTERVAL = 0.04
+
 
 async def read_ahead(events: AsyncIterator[ev.RunEvent]) -> AsyncIterator[ev.RunEvent]:
     """The run's tokens, read in a task of their own while the last one is being handled.
 
     The tokens that arrived meanwhile go on as one: a busy process sends fewer, larger frames instead of
-    falling behind, and an idle one sends each token as it comes. Any other event holds the reading until it
-    has been handled: no tool starts before its start is stored and sent.
+    falling behind, and no run sends token frames closer together than TOKEN_INTERVAL. Any other event holds
+    the reading until it has been handled: no tool starts before its start is stored and sent.
     """
+    loop = asyncio.get_running_loop()
+    next_token_at = 0.0
     ready: collections.deque[ev.RunEvent] = collections.deque()
     arrived, handled = asyncio.Event(), asyncio.Event()
     ended: list[BaseException | None] = []
@@ -43,12 +49,15 @@ async def read_ahead(events: AsyncIterator[ev.RunEvent]) -> AsyncIterator[ev.Run
             await arrived.wait()
             arrived.clear()
             while ready:
+                if isinstance(ready[0], ev.Token) and (wait := next_token_at - loop.time()) > 0:
+                    await asyncio.sleep(wait)
                 event = ready.popleft()
                 if isinstance(event, ev.Token):
                     deltas = [event.delta]
                     while ready and isinstance(ready[0], ev.Token):
                         deltas.append(ready.popleft().delta)
                     event = replace(event, delta="".join(deltas))
+                    next_token_at = loop.time() + TOKEN_INTERVAL
                 yield event
                 if not isinstance(event, ev.Token):
                     handled.set()

@@ -7,11 +7,13 @@ import asyncio
 import logging
 import time
 import uuid
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
+from django.utils import timezone
 
 from agentchat.agent.calls import ToolOutcome
 from agentchat.agent.prompts import build_system_prompt
@@ -59,8 +61,9 @@ heartbeat = database_sync_to_async(services.conversation_run_heartbeat)
 
 
 class Accepted(NamedTuple):
-    """A message taken in: either the echo of the one stored before under its client_id, or the new run with the
-    frames to send first (settled calls' results, then the message) and its first steps (`begin`)."""
+    """A turn taken in: either the echo of the message or answer stored before under its client_id, or the new
+    run with the frames to send first (settled calls' results, superseded messages, then the new message) and
+    its first steps (`begin`)."""
 
     echo: dict[str, Any] | None = None
     user: Any = None
@@ -70,44 +73,41 @@ class Accepted(NamedTuple):
 
 
 @database_sync_to_async
-def accept_message(
+def accept_turn(
     conversation: Conversation,
     access: tuple[Any, str | None, frozenset[str]],
-    message: tuple[str, str | None, list, dict],
+    turn: services.Turn,
     limiter: SharedWindow,
     registry: ToolRegistry,
 ) -> Accepted:
-    """Everything a message needs before the provider is asked, in one trip to the database thread, which every
-    socket and run of the process shares: the user checked as stored now, the message stored under the gate, and
-    the run's first steps. `access` is (user, session key, permissions the socket opened with); `message` is
-    (content, client_id, attachment ids, metadata)."""
+    """Everything a turn needs before the provider is asked, in one trip to the database thread, which every
+    socket and run of the process shares: the user checked as stored now, the turn's writes made under the gate,
+    and the run's first steps. `access` is (user, session key, permissions the socket opened with); the turn's
+    `attachments` are ids, checked here."""
     user, session_key, permissions = access
-    content, client_id, attachment_ids, metadata = message
+    client_id = turn.client_id
     now = selectors.socket_access(user.pk, session_key)
     if now.user is None:
         raise AccessRefused(now.refusal)
     if now.permissions != permissions:
         raise AccessRefused("permissions")
     user = now.user
-    if client_id and (seen := selectors.message_with_client_id(conversation, client_id)):
-        return Accepted(echo=message_frame(seen, client_id))
-    conversation.refresh_from_db()
+    start = selectors.turn_start(conversation, user, client_id)
+    if start.seen is not None:
+        return Accepted(echo=message_frame(start.seen, client_id))
     if conversation.is_archived:
         raise Invalid("This conversation is archived. Restore it to continue.")
-    if not content.strip():
+    if turn.asks and not turn.content.strip():
         raise Invalid("The message is empty.")
+    budget = settings.USER_DAILY_TOKEN_BUDGET
+    if budget and selectors.tokens_used_today(user.pk) >= budget:
+        raise RateLimited(_over_budget(budget))
     if not limiter.allow(user.pk):
         raise RateLimited("You are sending messages too fast. Wait a moment and try again.")
-    attachments = _owned_attachments(conversation, user, attachment_ids) if attachment_ids else []
-    opened = services.run_open(
-        conversation=conversation,
-        user=user,
-        content=content,
-        client_id=client_id,
-        attachments=attachments,
-        metadata=metadata,
-    )
-    frames = [message_frame(settled) for settled in opened.settled]
+    if turn.attachments:
+        turn = turn._replace(attachments=tuple(_owned_attachments(conversation, user, turn.attachments)))
+    opened = services.run_open(conversation=conversation, user=user, turn=turn)
+    frames = [message_frame(changed) for changed in opened.changed]
     if opened.message is not None:
         frames.append(message_frame(opened.message, client_id))
     if opened.run_id is None and not frames:
@@ -115,11 +115,30 @@ def accept_message(
     if not opened.created:
         return Accepted(echo=frames[-1])
     run_id = str(opened.run_id)
-    # The message has just settled every earlier decision: there is none to carry out first.
-    message_id = services.run_begin(conversation=conversation, user=user, run_id=run_id, settled=True)[2]
-    inputs = _round_inputs(conversation, user, registry, user_now=user, context=metadata["context"])
-    begun = Begun([], False, message_id, inputs)
+    # A question, or an answer asked for again, has just settled every earlier decision: none to carry out first.
+    decided, waiting, message_id = services.run_begin(
+        conversation=conversation,
+        user=user,
+        run_id=run_id,
+        settled=turn.kind != "continue",
+        client_id=None if turn.asks else client_id,
+    )
+    context = turn.metadata["context"] if turn.kind == "message" else None
+    inputs = None
+    if not decided:
+        inputs = _round_inputs(conversation, user, registry, user_now=user, context=context, has_files=start.has_files)
+    begun = Begun(decided, waiting, message_id, inputs)
     return Accepted(user=user, run_id=opened.run_id, frames=tuple(frames), begun=begun)
+
+
+def _over_budget(budget: int) -> str:
+    now = timezone.localtime()
+    midnight = timezone.make_aware(datetime.combine(now.date() + timedelta(days=1), datetime.min.time()))
+    hours, seconds = divmod(int((midnight - now).total_seconds()), 3600)
+    return (
+        f"You have used today's budget of {budget:,} tokens. It resets at midnight ({settings.TIME_ZONE}), "
+        f"in {hours} h {seconds // 60} min."
+    )
 
 
 def _owned_attachments(conversation, user, ids) -> list:
@@ -133,14 +152,20 @@ def _owned_attachments(conversation, user, ids) -> list:
 
 
 def _round_inputs(
-    conversation: Conversation, user, registry: ToolRegistry, *, user_now=None, context: dict | None = None
+    conversation: Conversation,
+    user,
+    registry: ToolRegistry,
+    *,
+    user_now=None,
+    context: dict | None = None,
+    has_files: bool = True,
 ) -> tuple[list, list, str, dict]:
     """What a round asks the provider with: the history, the tools the user may use now, the system prompt.
 
     `user_now` is the user as just read from the database, and `context` the newest message's page context, when
-    the caller has them; otherwise they are read.
+    the caller has them; otherwise they are read. `has_files=False`: the caller knows there are no files.
     """
-    files = selectors.files_listed(conversation, user)
+    files = selectors.files_listed(conversation, user) if has_files else []
     history = selectors.provider_history(
         conversation,
         file_tokens=int(settings.CONTEXT_TOKEN_BUDGET * FILE_SHARE),
@@ -194,13 +219,25 @@ discard_message = database_sync_to_async(services.assistant_message_discard)
 
 @database_sync_to_async
 def save_message(
-    message_id: int, content: str, status: str, tool_calls: list | None = None, error: str = ""
+    message_id: int,
+    content: str,
+    status: str,
+    tool_calls: list | None = None,
+    error: str = "",
+    *,
+    usage: dict | None = None,
+    metadata: dict | None = None,
 ) -> dict[str, Any]:
-    return message_frame(
-        services.assistant_message_save(
-            message_id=message_id, content=content, status=status, tool_calls=tool_calls, error=error
-        )
+    saved = services.assistant_message_save(
+        message_id=message_id,
+        content=content,
+        status=status,
+        tool_calls=tool_calls,
+        error=error,
+        usage=usage,
+        metadata=metadata,
     )
+    return message_frame(saved)
 
 
 @database_sync_to_async

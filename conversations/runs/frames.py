@@ -26,6 +26,10 @@ def message_frame(message: Message, client_id: str | None = None) -> dict[str, A
 
 
 def confirmation_frame(confirmation: PendingConfirmation) -> dict[str, Any]:
+    # The run manager, set up by this package once its modules are loaded: its registry has the tools runs call.
+    from . import manager
+
+    tool = manager.registry.find(confirmation.tool_name)
     return {
         "type": "confirm_required",
         "confirmation_id": str(confirmation.pk),
@@ -33,6 +37,7 @@ def confirmation_frame(confirmation: PendingConfirmation) -> dict[str, Any]:
         "tool": confirmation.tool_name,
         "input": confirmation.args,
         "expires_at": confirmation.expires_at.isoformat(),
+        "schema": tool.schema()["parameters"] if tool else None,
     }
 
 

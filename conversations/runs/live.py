@@ -26,9 +26,11 @@ class LiveRun:
     # False once the run's outcome is decided: a late cancel must not interrupt its clean-up.
     cancellable: bool = True
     after_decision: bool = False
-    # Its first steps, when they were taken with the message that started it (db.accept_message).
+    # Its first steps, when they were taken with the message that started it (db.accept_turn).
     begun: Any = None
     frames_lost: int = 0
+    # Of the regenerate or continue frame that asked for this run, which its run_started frame carries back.
+    client_id: str | None = None
 
     def stop(self) -> None:
         if self.cancellable and self.task is not None:

@@ -68,45 +68,48 @@ class RunManager:
 
     # --- the ways in -----------------------------------------------------------------------------
 
-    async def submit_message(
+    async def submit(
         self,
         *,
         conversation: Conversation,
         user,
-        content: str,
-        client_id: str | None = None,
-        attachment_ids: list | None = None,
-        context: dict | None = None,
+        turn: services.Turn,
         session_key: str | None = None,
         permissions: frozenset[str] = frozenset(),
     ) -> dict[str, Any] | None:
-        """Store the user's message and start a run; the echo goes to every socket of the conversation.
+        """Take a turn (a message, an edit, a regenerate or a continue) and start its run; what changed goes to
+        every socket of the conversation.
 
         The user acts only as the database has them now: with `session_key` (a socket signed in by its session)
         still signing them in and the `permissions` the socket opened with, or AccessRefused. A client_id seen
-        before stores and answers nothing: the earlier message's echo is returned instead.
+        before changes nothing: the echo of what it stored is returned instead.
         """
-        text, truncated = truncate_message(content)
-        metadata: dict[str, Any] = {"context": context or {}}
-        if truncated:
-            metadata["original_length"] = len(content)
-        accepted = await db.accept_message(
-            conversation,
-            (user, session_key, permissions),
-            (text, client_id, attachment_ids or [], metadata),
-            self.limiter,
-            self.registry,
+        length = len(turn.content)
+        text, truncated = truncate_message(turn.content)
+        if turn.asks:
+            metadata: dict[str, Any] = {"context": (turn.metadata or {}).get("context") or {}}
+            if truncated:
+                metadata["original_length"] = length
+            turn = turn._replace(content=text, metadata=metadata)
+        accepted = await db.accept_turn(
+            conversation, (user, session_key, permissions), turn, self.limiter, self.registry
         )
         if accepted.echo is not None:
             return accepted.echo
-        run = LiveRun(run_id=str(accepted.run_id), conversation=conversation, user=accepted.user, begun=accepted.begun)
+        run = LiveRun(
+            run_id=str(accepted.run_id),
+            conversation=conversation,
+            user=accepted.user,
+            begun=accepted.begun,
+            client_id=None if turn.asks else turn.client_id,
+        )
         await self.control.open(run)
         recorder = Recorder(run)
         for frame in accepted.frames:
             await recorder.send(frame)
-        if truncated:
+        if turn.asks and truncated:
             await recorder.send(
-                notice("MESSAGE_TRUNCATED", f"Your message was cut from {len(content):,} to {len(text):,} characters.")
+                notice("MESSAGE_TRUNCATED", f"Your message was cut from {length:,} to {len(text):,} characters.")
             )
         self._launch(run)
         return None
@@ -179,7 +182,8 @@ class RunManager:
             decided, waiting, run.message_id, inputs = run.begun or await db.begin(
                 conversation, run.user, run.run_id, run.after_decision, self.registry
             )
-            await recorder.send({"type": "run_started", "message_id": run.message_id})
+            started = {"type": "run_started", "message_id": run.message_id}
+            await recorder.send({**started, "client_id": run.client_id} if run.client_id else started)
             status, error = await self._steps(run, recorder, decided, waiting, inputs)
             run.cancellable = False
         except asyncio.CancelledError:

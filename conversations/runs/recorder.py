@@ -74,7 +74,18 @@ class Recorder:
             if run.message_id is None:
                 run.message_id = await db.start_message(run.conversation, run.run_id)
             run.dirty = False
-            frame = await db.save_message(run.message_id, event.content, Message.Status.COMPLETE, event.tool_calls)
+            status = Message.Status.INTERRUPTED if event.stopped else Message.Status.COMPLETE
+            # The one way a round's answer stops the run is the step limit: marked, so that pages can say so.
+            metadata = {"run_id": run.run_id, "stop": "step_limit"} if event.stopped else None
+            frame = await db.save_message(
+                run.message_id,
+                event.content,
+                status,
+                event.tool_calls,
+                event.stopped,
+                usage=event.usage,
+                metadata=metadata,
+            )
             run.last_assistant_id, run.message_id, run.content = run.message_id, None, ""
             await self.send(frame)
         elif isinstance(event, ev.ToolStart):

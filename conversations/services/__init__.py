@@ -41,11 +41,14 @@ from .run_gate import (
     run_open,
 )
 from .settle import Settle, confirmations_supersede, decision_outcome, decisions_settle
+from .turns import Turn
+from .usage import usage_record
 
 __all__ = [
     "CANCELLED_BY_USER",
     "INTERRUPTED",
     "Settle",
+    "Turn",
     "args_hash",
     "assistant_message_discard",
     "assistant_message_flush",
@@ -83,4 +86,5 @@ __all__ = [
     "tool_job_finish",
     "tool_job_start",
     "tool_result_store",
+    "usage_record",
 ]

@@ -7,11 +7,13 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agentchat.agent.calls import ToolOutcome
+from agentchat.agent.providers import Usage
 
 from ..exceptions import AlreadySettled
 from ..models import AuditEvent, Conversation, Message, PendingConfirmation
 from .audit import audit_record
 from .conversations import title_from_text
+from .usage import usage_record
 
 CANCELLED_BY_USER = "cancelled by the user"
 INTERRUPTED = "not run: the answer was interrupted"
@@ -56,23 +58,36 @@ def message_append(
     return message, True
 
 
-def assistant_message_start(*, conversation: Conversation, run_id: str) -> Message:
+def assistant_message_start(*, conversation: Conversation, run_id: str, client_id: str | None = None) -> Message:
     return Message.objects.create(
         conversation=conversation,
         role=Message.Role.ASSISTANT,
         status=Message.Status.STREAMING,
+        client_id=client_id,
         metadata={"run_id": run_id},
     )
 
 
 def assistant_message_save(
-    *, message_id: int, content: str, status: str, tool_calls: list | None = None, error: str = ""
+    *,
+    message_id: int,
+    content: str,
+    status: str,
+    tool_calls: list | None = None,
+    error: str = "",
+    usage: Usage | None = None,
+    metadata: dict | None = None,
 ) -> Message:
+    """An answer's final write; its usage, when the provider reported one, is added to its owner's day."""
     fields: dict[str, Any] = {"content": content, "status": status, "error": error}
-    if tool_calls is not None:
-        fields["tool_calls"] = tool_calls
+    for name, value in (("tool_calls", tool_calls), ("usage", usage), ("metadata", metadata)):
+        if value is not None:
+            fields[name] = value
     Message.objects.filter(pk=message_id).update(**fields)
-    return Message.objects.get(pk=message_id)
+    message = Message.objects.select_related("conversation").get(pk=message_id)
+    if usage is not None:
+        usage_record(user_id=message.conversation.owner_id, usage=usage)
+    return message
 
 
 def assistant_message_flush(*, message_id: int, content: str) -> None:
@@ -81,8 +96,11 @@ def assistant_message_flush(*, message_id: int, content: str) -> None:
 
 
 def assistant_message_discard(*, message_id: int) -> None:
-    """A placeholder that never got a word or a call is not worth keeping."""
-    Message.objects.filter(pk=message_id, content="", tool_calls=[]).delete()
+    """A placeholder that never got a word or a call is not worth keeping, unless it holds the client_id of the
+    frame that asked for it: a repeated frame is then known, and it ends empty."""
+    empty = Message.objects.filter(pk=message_id, content="", tool_calls=[])
+    if not empty.filter(client_id__isnull=True).delete()[0]:
+        empty.update(status=Message.Status.COMPLETE)
 
 
 def tool_result_store(
@@ -125,7 +143,7 @@ def dangling_calls_close(*, conversation: Conversation, why: ToolOutcome, run_id
     """
     answered = set(conversation.messages.filter(role=Message.Role.TOOL).values_list("tool_call_id", flat=True))
     gated = set(conversation.confirmations.values_list("tool_call_id", flat=True))
-    callers = conversation.messages.filter(role=Message.Role.ASSISTANT).exclude(tool_calls=[])
+    callers = conversation.messages.filter(role=Message.Role.ASSISTANT, superseded=False).exclude(tool_calls=[])
     return [
         tool_result_store(
             conversation=conversation, tool_call_id=call["id"], tool_name=call["name"], outcome=why, run_id=run_id

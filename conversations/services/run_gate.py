@@ -15,8 +15,8 @@ from agentchat.agent.calls import ToolOutcome
 from .. import selectors
 from ..models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
 from .audit import audit_record
-from .messages import INTERRUPTED, assistant_message_start, dangling_calls_close, message_append
-from .settle import confirmations_supersede
+from .messages import INTERRUPTED, assistant_message_start, dangling_calls_close
+from .turns import Turn, turn_take
 
 
 def conversation_run_claim(*, conversation: Conversation) -> uuid.UUID | None:
@@ -72,56 +72,56 @@ class OpenedRun(NamedTuple):
     run_id: uuid.UUID | None  # None: another run holds the gate
     created: bool  # False: a message with this client_id was stored before (`message` is that one)
     message: Message | None
-    settled: list[Message]  # tool messages of the decisions the new message settled, to show before it
+    changed: list[Message]  # messages to show anew before the run: settled calls' results, superseded messages
 
 
-def run_open(
-    *, conversation: Conversation, user, content: str, client_id: str | None, attachments: list, metadata: dict
-) -> OpenedRun:
-    """Take the gate and store the user's message after settling what it supersedes.
+def run_open(*, conversation: Conversation, user, turn: Turn) -> OpenedRun:
+    """Take the gate and make the turn's writes (turn_take): for a message, store it after settling what it
+    supersedes.
 
-    With the gate held by another run, nothing is stored; `message` is then this very message if another tab
-    sent it at the same moment (it is that tab's run). A message seen before gives the gate back at once.
+    With the gate held by another run, nothing is stored; `message` is then the message or answer that carries
+    this client_id if another tab sent it at the same moment (it is that tab's run). A message seen before gives
+    the gate back at once.
     """
     run_id = conversation_run_claim(conversation=conversation)
     if run_id is None:
-        return OpenedRun(None, False, selectors.message_with_client_id(conversation, client_id), [])
+        return OpenedRun(None, False, selectors.message_with_client_id(conversation, turn.client_id), [])
     try:
-        settled = confirmations_supersede(conversation=conversation, actor=user)
-        message, created = message_append(
-            conversation=conversation,
-            role=Message.Role.USER,
-            content=content,
-            client_id=client_id,
-            actor=user,
-            metadata=metadata,
-        )
-        if created and attachments:
-            message.attachments.set(attachments)
-        # For the echo, which shows them twice (ids and files): read once, or not at all when a new message has none.
-        known_none = created and not attachments
-        prefetch_related_objects(
-            [message], Prefetch("attachments", queryset=Attachment.objects.none()) if known_none else "attachments"
-        )
+        taken = turn_take(conversation=conversation, user=user, turn=turn)
+        if taken.message is not None:
+            # For the echo, which shows them twice (ids and files): read once, or not at all when a new message
+            # has none.
+            known_none = taken.created and turn.kind == "message" and not turn.attachments
+            prefetch_related_objects(
+                [taken.message],
+                Prefetch("attachments", queryset=Attachment.objects.none()) if known_none else "attachments",
+            )
     except BaseException:
         conversation_run_release(conversation=conversation, run_id=run_id)
         raise
-    if not created:
+    if not taken.created:
         conversation_run_release(conversation=conversation, run_id=run_id)
-    return OpenedRun(run_id, created, message, settled)
+    return OpenedRun(run_id, taken.created, taken.message, taken.changed)
 
 
 def run_begin(
-    *, conversation: Conversation, user, run_id: str, after_decision: bool = False, settled: bool = False
+    *,
+    conversation: Conversation,
+    user,
+    run_id: str,
+    after_decision: bool = False,
+    settled: bool = False,
+    client_id: str | None = None,
 ) -> tuple[list[PendingConfirmation], bool, int | None]:
     """A run's first writes: its audit row, then either the decided calls to carry out first (and whether a
     decision is still awaited) or, when there are none, the answer's row, which exists from the start.
 
     `settled`: the run's message has just settled every decision (confirmations_supersede), so none is looked for.
+    `client_id`: of the frame that asked for this answer (regenerate, continue), kept on the answer's row.
     """
     audit_record(kind=AuditEvent.Kind.RUN_STARTED, actor=user, conversation=conversation, data={"run_id": run_id})
     decided = [] if settled else list(selectors.confirmations_unsettled(conversation))
     waiting = after_decision and selectors.pending_confirmations(conversation).exists()
     if decided or waiting:
         return decided, waiting, None
-    return decided, waiting, assistant_message_start(conversation=conversation, run_id=run_id).pk
+    return decided, waiting, assistant_message_start(conversation=conversation, run_id=run_id, client_id=client_id).pk

@@ -239,6 +239,9 @@ async def test_streams_real_tokens(provider: LocalProvider):
     assert final.content.strip()
     assert final.tool_calls == []
     assert final.finish_reason in {"stop", "length"}
+    # It counts its own tokens: the prompt it read, and about one token a streamed piece.
+    assert final.usage["prompt_tokens"] > 10
+    assert len(deltas) - 2 <= final.usage["completion_tokens"] <= len(deltas) + 2
 
 
 async def test_chat_returns_the_whole_answer(provider: LocalProvider):

@@ -84,6 +84,9 @@ def assert_key_kept_secret(logs, error: Exception) -> None:
 # --- streaming ---------------------------------------------------------------------------------------
 
 
+USAGE = {"prompt_tokens": 12, "completion_tokens": 7}  # what the fake provider reports when asked
+
+
 async def test_stream_yields_text_in_order_then_one_whole_answer(provider, fake_llm):
     text = "The quick brown fox jumps over the lazy dog."
     fake_llm.script(Reply(text=text, chunk_chars=3))
@@ -93,8 +96,9 @@ async def test_stream_yields_text_in_order_then_one_whole_answer(provider, fake_
     deltas, final = items[:-1], items[-1]
     assert all(isinstance(item, TextDelta) for item in deltas)
     assert [delta.text for delta in deltas] == [text[i : i + 3] for i in range(0, len(text), 3)]
-    assert final == ProviderChatResponse(content=text, tool_calls=[], finish_reason="stop")
+    assert final == ProviderChatResponse(content=text, tool_calls=[], finish_reason="stop", usage=USAGE)
     assert fake_llm.requests[0].body["stream"] is True
+    assert fake_llm.requests[0].body["stream_options"] == {"include_usage": True}
     assert fake_llm.requests[0].body["model"] == "fake-model"
     assert "tools" not in fake_llm.requests[0].body
 
@@ -107,7 +111,7 @@ async def test_stream_assembles_a_tool_call_sent_in_many_pieces(provider, fake_l
     items = await collect(provider.stream(ask(tools=[SEARCH_TOOL])))
 
     call = {"id": "call_abc", "name": "search_dashboards", "args": args}
-    assert items == [ProviderChatResponse(content="", tool_calls=[call], finish_reason="tool_calls")]
+    assert items == [ProviderChatResponse(content="", tool_calls=[call], finish_reason="tool_calls", usage=USAGE)]
 
 
 async def test_stream_two_tool_calls_in_one_round_with_text_before(provider, fake_llm):
@@ -140,8 +144,25 @@ async def test_chat_returns_the_whole_text(provider, fake_llm):
 
     response = await provider.chat(ask())
 
-    assert response == ProviderChatResponse(content="Hello there!", tool_calls=[], finish_reason="stop")
+    assert response == ProviderChatResponse(content="Hello there!", tool_calls=[], finish_reason="stop", usage=USAGE)
     assert fake_llm.requests[0].body["stream"] is False
+    assert "stream_options" not in fake_llm.requests[0].body
+
+
+async def test_a_stream_without_usage_says_none(provider, fake_llm):
+    fake_llm.script(Reply(text="No counts here.", usage=None))
+
+    *_, final = await collect(provider.stream(ask()))
+
+    assert final.content == "No counts here." and final.usage is None
+
+
+async def test_usage_is_read_from_the_last_chunk_of_its_own(provider, fake_llm):
+    fake_llm.script(Reply(text="Counted.", usage=(1234, 56)))
+
+    *_, final = await collect(provider.stream(ask()))
+
+    assert final.usage == {"prompt_tokens": 1234, "completion_tokens": 56}
 
 
 async def test_chat_returns_tool_calls_with_parsed_arguments(provider, fake_llm):

@@ -288,6 +288,7 @@ async def test_the_cap_stops_the_run_after_eight_rounds(provider, registry, tran
     assert isinstance(limit, AssistantMessage)
     assert limit.content == LIMIT_MESSAGE == "Reached maximum iteration limit"
     assert limit.tool_calls == []
+    assert limit.stopped == "The agent used all of its 8 steps before finishing."
     assert isinstance(finished, RunFinished)
     assert finished.status == "iteration_limit"
     assert [event.seq for event in events] == list(range(1, len(events) + 1))

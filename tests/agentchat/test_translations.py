@@ -102,11 +102,11 @@ def test_every_string_of_the_script_is_in_the_javascript_catalogue():
 def test_django_reads_the_catalogues():
     with translation.override("ru"):
         assert translation.gettext("Sign out") == "Выйти"
-        assert translation.ngettext("%(counter)s message", "%(counter)s messages", 5) % {"counter": 5} == (
-            "5 сообщений"
+        assert translation.ngettext("%(counter)s question", "%(counter)s questions", 5) % {"counter": 5} == (
+            "5 вопросов"
         )
-        assert translation.ngettext("%(counter)s message", "%(counter)s messages", 22) % {"counter": 22} == (
-            "22 сообщения"
+        assert translation.ngettext("%(counter)s question", "%(counter)s questions", 22) % {"counter": 22} == (
+            "22 вопроса"
         )
 
 

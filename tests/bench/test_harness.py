@@ -15,8 +15,8 @@ from bench.checks import MIN_P99_SAMPLES, bracket, check_stream, next_probe, per
 from bench.clients import StreamPlan, StreamResult
 from bench.fake_provider import Pace, _reply_for, expected_text, prompt, serve, token
 from bench.measures import summarize
-from bench.report import hot_spots, markdown, targets
-from bench.run import exit_code, round_order
+from bench.report import hot_spots, markdown, render, targets
+from bench.run import exit_code, parse_args, round_order
 from bench.server import WriteCounter
 
 
@@ -325,3 +325,60 @@ def test_markdown_has_one_dated_table_with_its_commit():
     assert len(headers) == 1
     assert re.search(r"^\| SQLite ×1 \| 50 \| 50 \| 100 \| 3 \|", text, re.MULTILINE)
     assert "— (n=10)" in text  # one stream, ten rounds: no p99
+
+
+# --- the search ------------------------------------------------------------------------------------
+
+
+def _searched(kind: str, searches: list[str], found: int, p50: float) -> dict:
+    return {
+        "kind": kind,
+        "searches": searches,
+        "conversations_found": found,
+        "with_snippet": min(found, 20),
+        "samples": 20,
+        "p50_ms": p50,
+        "p95_ms": p50 * 1.5,
+        "max_ms": p50 * 2,
+    }
+
+
+def _search_report() -> dict:
+    sqlite = {
+        "database": "SQLite",
+        "users": 10,
+        "conversations": 10_000,
+        "messages": 200_000,
+        "searcher_conversations": 1_000,
+        "searcher_messages": 20_000,
+        "migrate_s": 1.2,
+        "seed_s": 11.7,
+        "searches": [
+            _searched("the list, no search", [], 1_000, 40.0),
+            _searched("rare word (~0.1%)", ["zeppelin", "жираф"], 13, 20.0),
+        ],
+        "explain": {"queries": 3, "index_used": 3, "plans": ["…"]},
+    }
+    report = _report() | {"search": {"databases": [sqlite, {"database": "PostgreSQL", "error": "not done"}]}}
+    report["targets"] = []  # as `--only search` leaves them: no streams were measured
+    return report
+
+
+def test_only_search_turns_the_search_on():
+    assert parse_args([]).search is True and parse_args([]).only is None
+    assert parse_args(["--no-search"]).search is False
+    assert parse_args(["--only", "search", "--no-search"]).search is True
+
+
+def test_the_search_alone_is_reported_with_each_database_and_no_streams():
+    report = _search_report()
+    text = markdown(report)
+    assert "| setup |" not in text and "| target |" not in text
+    assert "| SQLite | rare word (~0.1%): “zeppelin”, “жираф” | 13 | 20.0 | 30.0 | 40.0 |" in text
+    assert "| SQLite | the list, no search | 1,000 | 40.0 | 60.0 | 80.0 |" in text
+    assert "each kind 20 times" in text
+    assert "- SQLite: 10,000 conversations and 200,000 messages of 10 users" in text
+    assert "seeded in 11.7 s; 3 of the 3 queries" in text
+    assert "- PostgreSQL: failed: not done" in text
+    printed = render(report, [])
+    assert "rare word (~0.1%): “zeppelin”, “жираф”" in printed and "targets:" not in printed

@@ -31,15 +31,18 @@ def test_tokens_arrive_live_then_the_answer_is_rendered_as_markdown(page, signed
     expect(box).to_have_value("")
     expect(page.locator(".msg-user .msg-text")).to_have_text("Make a plan")
 
-    # Part of the answer is on the page while the run is still going.
-    partial = streamed(page, 20)
-    assert 20 < len(partial) < len(ANSWER)
-    assert ANSWER.startswith(partial)
+    # Part of the answer is on the page while the run is still going, already as Markdown.
+    streaming = page.locator('.msg-assistant[data-status="streaming"] .msg-body')
+    partial = streamed(page, 40)
+    assert len(partial) < len(ANSWER.replace("**", ""))
+    expect(streaming.locator("strong")).to_have_text("the plan")
+    expect(streaming.locator("ul > li").first).to_have_text("step 1: check the numbers again")
+    assert "**" not in streaming.text_content()
     expect(page.get_by_role("button", name="Stop")).to_be_visible()
     expect(page.locator("#run-status")).to_be_visible()
     screenshot(page, "chat-streaming")
 
-    # At the end the plain text gives way to the rendered Markdown.
+    # At the end the server's rendering takes its place.
     answer = page.locator('.msg-assistant[data-status="complete"] .msg-body.markdown')
     expect(answer.locator("strong")).to_have_text("the plan")
     expect(answer.locator("li")).to_have_count(12)
@@ -147,3 +150,38 @@ def test_markdown_code_tables_and_lists_on_a_phone(browser, server, signed_in, c
         box = phone.locator(selector).bounding_box()
         assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, (selector, box)
     assert re.search(r"Result", body.text_content())
+
+
+def test_the_step_limit_is_said_at_the_answer_and_a_loop_of_calls_folds(page, signed_in, conversation, llm):
+    llm.script(*[Reply(tool_calls=[("browser_lookup", {"query": f"q{n}"}, f"call_{n}")]) for n in range(8)])
+    open_chat(page, conversation)
+    page.get_by_label("Message", exact=True).fill("Look everything up")
+    page.keyboard.press("Enter")
+
+    limit = "The agent reached its step limit before finishing."
+    answer = page.locator('.msg-assistant[data-status="interrupted"]')
+    expect(answer.locator(".msg-status")).to_have_text(limit)
+    expect(answer.locator(".msg-body")).to_have_text("")
+    expect(page.locator("#notices .notice")).to_have_count(0)
+    expect(page.get_by_role("button", name="Continue")).to_be_visible()
+
+    # Eight lookups in a row are one row that opens to show them.
+    group = page.get_by_role("button", name="browser_lookup 8 calls Done")
+    expect(group).to_have_attribute("aria-expanded", "false")
+    expect(group).to_contain_text("× 8")
+    expect(page.locator(".tool-card").first).to_be_hidden()
+    screenshot(page, "step-limit-and-folded-calls")
+    group.click()
+    expect(group).to_have_attribute("aria-expanded", "true")
+    expect(page.locator(".tool-card")).to_have_count(8)
+    for card in page.locator(".tool-card").all():
+        expect(card).to_be_visible()
+
+    # A reload shows the same.
+    page.reload()
+    expect(page.locator(".msg-assistant .msg-status")).to_have_text(limit)
+    expect(page.get_by_role("button", name="browser_lookup 8 calls Done")).to_be_visible()
+    expect(page.locator(".tool-card").first).to_be_hidden()
+    llm.script(Reply(text="Done at last."))
+    page.get_by_role("button", name="Continue").click()
+    expect(page.locator('.msg-assistant[data-status="complete"] .msg-body')).to_have_text("Done at last.")

@@ -7,6 +7,7 @@ import re
 from playwright.sync_api import expect
 
 from conversations import services
+from conversations.models import Conversation
 from tests.fake_provider import Reply
 
 from .conftest import screenshot
@@ -20,7 +21,7 @@ def test_new_rename_search_archive_and_restore(page, signed_in, llm):
     rows = page.locator(".conversation-row")
     expect(rows).to_have_count(3)
     expect(rows.first.locator(".title")).to_have_text("Team offsite")  # newest first
-    expect(rows.first.locator(".meta")).to_contain_text("0 messages")
+    expect(rows.first.locator(".meta")).to_contain_text("0 questions")
 
     page.get_by_label("Search conversations").fill("churn")
     page.get_by_role("button", name="Search").click()
@@ -35,7 +36,14 @@ def test_new_rename_search_archive_and_restore(page, signed_in, llm):
     page.goto("/")
     row = page.locator(".conversation-row", has_text="Churn deep dive")
     row.get_by_role("button", name="Archive").click()
-    expect(page.get_by_role("status")).to_contain_text("“Churn deep dive” was archived.")
+    undo = page.locator(".undo")
+    expect(undo).to_contain_text("“Churn deep dive” was archived.")
+    expect(page.locator(".conversation-row")).to_have_count(2)
+    screenshot(page, "list-archived-with-undo")
+    undo.get_by_role("button", name="Undo").click()
+    expect(page.get_by_role("status")).to_contain_text("“Churn deep dive” was restored.")
+    expect(page.locator(".conversation-row")).to_have_count(3)
+    page.locator(".conversation-row", has_text="Churn deep dive").get_by_role("button", name="Archive").click()
     expect(page.locator(".conversation-row")).to_have_count(2)
 
     page.get_by_role("link", name="Archived").click()
@@ -48,10 +56,41 @@ def test_new_rename_search_archive_and_restore(page, signed_in, llm):
     page.get_by_role("link", name="Active").click()
     expect(page.locator(".conversation-row")).to_have_count(3)
 
-    page.get_by_role("button", name="New conversation").click()
-    expect(page).to_have_url(re.compile(r"/c/[0-9a-f-]{36}/$"))
-    expect(page.get_by_role("heading", name="New conversation")).to_be_visible()
+    # A new conversation is made by its first message: looking at the start page leaves nothing behind.
+    page.get_by_role("link", name="New conversation").click()
+    expect(page).to_have_url(re.compile(r"/c/new/$"))
     expect(page.get_by_label("Message", exact=True)).to_be_focused()
+    page.get_by_role("link", name="All conversations, search and archive").click()
+    expect(page.locator(".conversation-row")).to_have_count(3)
+    assert Conversation.objects.count() == 3
+
+
+def test_sign_in_lands_on_the_message_box_and_the_first_message_starts_the_conversation(page, signed_in, llm):
+    llm.script(Reply(text="Sales is on staging and production."))
+    page.goto("/")
+    box = page.get_by_label("Message", exact=True)
+    expect(page.get_by_role("heading", name="What can the agent do for you?")).to_be_visible()
+    expect(box).to_be_focused()
+    screenshot(page, "start-page")
+    assert not Conversation.objects.exists()
+
+    box.fill("Where is the Sales dashboard deployed?")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/c/[0-9a-f-]{36}/$"))
+    expect(page.locator(".msg-user .msg-text")).to_have_text("Where is the Sales dashboard deployed?")
+    expect(page.locator(".msg-assistant .msg-body")).to_have_text("Sales is on staging and production.")
+    expect(page.get_by_label("Message", exact=True)).to_have_value("")
+    expect(page.locator("#chat-title")).to_have_text("Where is the Sales dashboard deployed?")
+    # One question, however many messages the answer took.
+    expect(page.locator('.side-list a[aria-current="page"] .count')).to_have_text("1 question")
+    [conversation] = Conversation.objects.all()
+    assert [m.role for m in conversation.messages.order_by("id")] == ["user", "assistant"]
+
+    page.reload()  # the first message is sent once
+    expect(page.locator(".msg-user")).to_have_count(1)
+    expect(page.get_by_label("Message", exact=True)).to_have_value("")
+    page.goto("/")
+    expect(page.locator(".conversation-row .meta")).to_contain_text("1 question")
 
 
 def test_an_archived_conversation_is_read_only_until_restored(page, signed_in, conversation, llm):

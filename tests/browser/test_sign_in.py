@@ -21,9 +21,10 @@ def test_sign_in_shows_the_conversations_and_sign_out_returns_to_the_form(page, 
 
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Your conversations")).to_be_visible()
+    # With no conversation yet, at the message box that starts one.
+    expect(page.get_by_role("heading", name="What can the agent do for you?")).to_be_visible()
+    expect(page.get_by_label("Message", exact=True)).to_be_focused()
     expect(page.locator(".topbar .user")).to_contain_text("alice")
-    expect(page.get_by_text("No conversations yet.")).to_be_visible()
 
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()

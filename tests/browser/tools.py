@@ -7,6 +7,7 @@ so no other test sees these tools.
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from pydantic import Field
 
@@ -47,3 +48,27 @@ def slow_report(args: LookupArgs, ctx: ToolContext) -> dict:
     """Compile a report (slow: it runs as a background job, in the worker the test starts)."""
     time.sleep(args.seconds)
     return {"report": f"{args.query} report", "pages": 12}
+
+
+class ReleaseArgs(ToolArgs):
+    dashboard_id: int = Field(ge=1, le=999, description="The dashboard's id.")
+    environment: Literal["staging", "production"] = Field(description="Where to release it.")
+    notify: bool = Field(default=True, description="Tell the dashboard's owners.")
+    note: str = Field(default="", max_length=40, description="A note for the release log.")
+
+
+@registry.tool(name="browser_release", requires_confirmation=True)
+def release(args: ReleaseArgs, ctx: ToolContext) -> dict:
+    """Release a dashboard (its arguments are an integer, an enum, a boolean and a string: the approval's form)."""
+    return {"released": args.dashboard_id, "environment": args.environment, "notified": args.notify}
+
+
+class ConfigureArgs(ToolArgs):
+    dashboard: str
+    limits: dict[str, int]
+
+
+@registry.tool(name="browser_configure", requires_confirmation=True)
+def configure(args: ConfigureArgs, ctx: ToolContext) -> dict:
+    """Set a dashboard's limits (an object argument: the approval edits it as JSON)."""
+    return {"configured": args.dashboard, "limits": args.limits}

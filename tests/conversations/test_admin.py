@@ -96,6 +96,25 @@ def test_change_lists_show_the_rows(client, admin_user, rows):
     assert "report.pdf" in attachments.content.decode()
 
 
+def test_token_usage_is_totalled_per_user_and_day(client, admin_user, alice, rows):
+    for usage in ({"prompt_tokens": 900, "completion_tokens": 40}, {"prompt_tokens": 100, "completion_tokens": 2}):
+        answer = services.assistant_message_start(conversation=rows["conversation"], run_id="r")
+        services.assistant_message_save(message_id=answer.pk, content="Done.", status="complete", usage=usage)
+    client.force_login(admin_user)
+
+    response = client.get(reverse("admin:conversations_tokenusage_changelist"))
+
+    [today] = shown(response)
+    assert (today.user, today.day, today.prompt_tokens, today.completion_tokens) == (
+        alice,
+        timezone.localdate(),
+        1000,
+        42,
+    )
+    assert (today.total, today.answers) == (1042, 2)
+    assert "1042" in response.content.decode()
+
+
 def test_archived_filter(client, admin_user, rows):
     client.force_login(admin_user)
     url = reverse("admin:conversations_conversation_changelist")
@@ -316,3 +335,82 @@ def test_normal_user_cannot_run_the_archive_action(client, alice, rows):
     assert response.url.startswith(reverse("admin:login"))
     rows["conversation"].refresh_from_db()
     assert rows["conversation"].is_archived is False
+
+
+# --- readouts ------------------------------------------------------------------------------------
+
+
+def test_confirmations_are_listed_as_such_waiting_ones_first(client, admin_user, alice, rows):
+    conversation = rows["conversation"]
+    decided = add_confirmation(conversation, "call_2")
+    PendingConfirmation.objects.filter(pk=decided.pk).update(
+        status="edited", decided_by=alice, decided_at=timezone.now(), edited_args={"path": "reports/older.txt"}
+    )
+    client.force_login(admin_user)
+    url = reverse("admin:conversations_pendingconfirmation_changelist")
+
+    waiting = client.get(url)
+    page = waiting.content.decode()
+    assert [c.pk for c in shown(waiting)] == [rows["confirmation"].pk]
+    assert "1 confirmation" in page and "pending confirmation" not in page.lower()
+    assert "Waiting until " in page
+
+    everything = client.get(url, {"status": "all"})
+    assert {c.pk for c in shown(everything)} == {rows["confirmation"].pk, decided.pk}
+    edited = client.get(url, {"status": "edited"})
+    page = edited.content.decode()
+    assert [c.pk for c in shown(edited)] == [decided.pk]
+    assert "Edited by alice at " in page
+    assert (
+        "{&quot;path&quot;: &quot;reports/old.txt&quot;}, edited to {&quot;path&quot;: &quot;reports/older.txt&quot;}"
+        in page
+    )
+
+
+def test_a_conversation_page_shows_its_latest_messages_and_links_to_all(client, admin_user, rows):
+    conversation = rows["conversation"]
+    for n in range(30):
+        services.message_append(conversation=conversation, role=Message.Role.USER, content=f"question {n}")
+    services.message_append(
+        conversation=conversation,
+        role=Message.Role.TOOL,
+        content="Error: rejected by the user.",
+        tool_call_id="call_1",
+        tool_name="delete_file",
+        outcome="rejected",
+        is_error=True,
+    )
+    client.force_login(admin_user)
+
+    page = client.get(reverse("admin:conversations_conversation_change", args=[conversation.pk])).content.decode()
+
+    assert "question 29" in page and "question 11" in page and "question 10 " not in page
+    assert "I will delete the old report." not in page
+    assert "Latest messages" in page
+    # Only a tool message has an outcome; the others have no icon at all (the one left says the conversation is
+    # not archived).
+    assert page.count('icon-no.svg" alt="">') == 1 and "delete_file · rejected" in page
+    assert page.count("icon-no.svg") == 2 and "icon-yes.svg" not in page
+    everything = f"{reverse('admin:conversations_message_changelist')}?conversation__id__exact={conversation.pk}"
+    assert f'<a href="{everything}">33 messages, oldest first</a>' in page.replace("&amp;", "&")
+
+    listed = client.get(everything)
+    assert listed.status_code == 200
+    assert listed.context["cl"].result_count == 33
+    assert "I will delete the old report." in listed.content.decode()
+
+
+def test_the_audit_log_says_what_happened(client, admin_user, alice, rows):
+    services.confirmation_decide(
+        confirmation=rows["confirmation"], decision="edit", actor=alice, args={"path": "reports/older.txt"}
+    )
+    client.force_login(admin_user)
+
+    response = client.get(reverse("admin:conversations_auditevent_changelist"), {"kind__exact": "confirmation_decided"})
+
+    page = response.content.decode()
+    assert (
+        '<td class="field-what"><code>delete_file</code> · {&quot;path&quot;: &quot;reports/old.txt&quot;} → '
+        "{&quot;path&quot;: &quot;reports/older.txt&quot;} · decision: edit</td>"
+    ) in page
+    assert '<td class="field-actor nowrap">alice</td>' in page

@@ -3,9 +3,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from rest_framework.serializers import ModelSerializer
 
-from conversations import services
-from conversations.models import AuditEvent, Conversation
+from conversations import selectors, services
+from conversations.api.serializers import MessageSerializer
+from conversations.models import Attachment, AuditEvent, Conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +29,16 @@ def test_create_with_and_without_title(alice_api, alice):
     response = alice_api.post(LIST, {"title": "Quarterly review"}, format="json")
     assert response.status_code == 201
     body = response.json()
-    assert set(body) == {"id", "title", "created_at", "updated_at", "message_count", "is_archived", "archived_at"}
+    assert set(body) == {
+        "id",
+        "title",
+        "created_at",
+        "updated_at",
+        "message_count",
+        "usage",
+        "is_archived",
+        "archived_at",
+    }
     assert body["title"] == "Quarterly review" and body["message_count"] == 0 and body["is_archived"] is False
     assert Conversation.objects.get(pk=body["id"]).owner == alice
 
@@ -143,6 +154,76 @@ def test_history_is_oldest_first_with_tool_calls_and_statuses(alice_api, alice):
     assert results[1]["tool_calls"] == [{"id": "call_1", "name": "search_dashboards", "args": {"query": "42"}}]
     assert results[2]["tool_call_id"] == "call_1" and results[2]["is_error"] is True
     assert results[3]["status"] == "interrupted"
+
+
+def test_history_keeps_superseded_messages_marked_unless_asked_for_the_live_branch(alice_api, alice):
+    conversation = services.conversation_create(owner=alice)
+    services.message_append(conversation=conversation, role="user", content="Which day?")
+    services.message_append(conversation=conversation, role="assistant", content="Monday?", superseded=True)
+    services.message_append(
+        conversation=conversation,
+        role="assistant",
+        content="Tuesday.",
+        usage={"prompt_tokens": 30, "completion_tokens": 3},
+    )
+
+    everything = alice_api.get(f"{detail(conversation)}history/").json()["results"]
+    live = alice_api.get(f"{detail(conversation)}history/", {"include_superseded": "false"}).json()["results"]
+    wrong = alice_api.get(f"{detail(conversation)}history/", {"include_superseded": "maybe"})
+
+    assert [(m["content"], m["superseded"]) for m in everything] == [
+        ("Which day?", False),
+        ("Monday?", True),
+        ("Tuesday.", False),
+    ]
+    assert [m["content"] for m in live] == ["Which day?", "Tuesday."]
+    assert live[1]["usage"] == {"prompt_tokens": 30, "completion_tokens": 3} and live[0]["usage"] is None
+    assert wrong.status_code == 400 and wrong.json()["code"] == "INVALID"
+
+
+def test_a_conversation_shows_what_its_answers_cost(alice_api, alice):
+    conversation = services.conversation_create(owner=alice)
+    empty = services.conversation_create(owner=alice)
+    services.message_append(conversation=conversation, role="user", content="Hi")
+    for usage in (
+        {"prompt_tokens": 120, "completion_tokens": 30},
+        None,
+        {"prompt_tokens": 200, "completion_tokens": 5},
+    ):
+        services.message_append(conversation=conversation, role="assistant", content="…", usage=usage)
+
+    listed = {item["id"]: item["usage"] for item in alice_api.get(LIST).json()["results"]}
+    one = alice_api.get(detail(conversation)).json()
+
+    assert listed == {
+        str(conversation.pk): {"prompt_tokens": 320, "completion_tokens": 35},
+        str(empty.pk): {"prompt_tokens": 0, "completion_tokens": 0},
+    }
+    assert one["usage"] == {"prompt_tokens": 320, "completion_tokens": 35} and one["message_count"] == 1
+
+
+def test_the_message_shape_is_the_declared_fields_as_drf_would_write_them(alice):
+    conversation = services.conversation_create(owner=alice)
+    attachment = Attachment.objects.create(
+        conversation=conversation, owner=alice, original_name="r.csv", kind="csv", size=12, sha256="0" * 64
+    )
+    question, _ = services.message_append(conversation=conversation, role="user", content="Read it", client_id="q")
+    question.attachments.set([attachment])
+    services.message_append(
+        conversation=conversation,
+        role="assistant",
+        content="**Bold** and `code`",
+        tool_calls=[{"id": "c1", "name": "read", "args": {"n": 1}}],
+        usage={"prompt_tokens": 5, "completion_tokens": 2},
+        superseded=True,
+    )
+    services.message_append(
+        conversation=conversation, role="tool", content="{}", tool_call_id="c1", tool_name="read", outcome="done"
+    )
+
+    for message in selectors.history_for(conversation):
+        serializer = MessageSerializer(message)
+        assert serializer.data == ModelSerializer.to_representation(serializer, message)
 
 
 def test_history_is_paginated(alice_api, alice):

@@ -38,7 +38,13 @@ def deployed(alice):
         content="```done``` deployed",
         outcome="done",
     )
-    add(conversation=conversation, role="assistant", content="Deployed **dashboard 3**.")
+    add(conversation=conversation, role="assistant", content="Deployed, I think.", superseded=True)
+    add(
+        conversation=conversation,
+        role="assistant",
+        content="Deployed **dashboard 3**.",
+        usage={"prompt_tokens": 210, "completion_tokens": 6},
+    )
     add(conversation=conversation, role="user", content="And production?")
     add(conversation=conversation, role="assistant", status="failed", error="The model provider could not be reached.")
     PendingConfirmation.objects.create(
@@ -71,6 +77,7 @@ def test_markdown_reads_as_the_conversation_went(alice_api, deployed):
     # A result holding backticks cannot close its block early.
     assert "`deploy_dashboard` (done):\n\n````\n```done``` deployed\n````" in text
     assert "Deployed **dashboard 3**." in text
+    assert " · replaced by a later version\n\nDeployed, I think." in text
     assert "_Failed: The model provider could not be reached._" in text
     assert text.index("Deploy dashboard 3 to staging") < text.index("Deployed") < text.index("And production?")
 
@@ -89,7 +96,8 @@ def test_json_keeps_every_stored_field(alice_api, deployed):
     assert body["conversation"]["id"] == str(deployed.pk) and body["conversation"]["title"] == deployed.title
     stored = list(deployed.messages.order_by("created_at", "id"))
     assert [message["id"] for message in body["messages"]] == [message.pk for message in stored]
-    for field in ("role", "content", "tool_calls", "tool_call_id", "tool_name", "outcome", "status", "error"):
+    fields = ("role", "content", "tool_calls", "tool_call_id", "tool_name", "outcome", "status", "error")
+    for field in (*fields, "superseded", "usage"):
         assert [message[field] for message in body["messages"]] == [getattr(m, field) for m in stored], field
     [decision] = body["confirmations"]
     assert (
@@ -108,3 +116,45 @@ def test_only_the_owner_exports(bob_api, deployed):
 
 def test_an_unknown_format_is_not_found(alice_api, deployed):
     assert export(alice_api, deployed, "pdf").status_code == 404
+
+
+def test_each_decision_says_who_when_and_what_ran(alice_api, alice, deployed):
+    def decided(call_id: str, status: str, **fields):
+        Message.objects.create(
+            conversation=deployed,
+            role="assistant",
+            tool_calls=[{"id": call_id, "name": "deploy_dashboard", "args": {"dashboard_id": 4}}],
+        )
+        PendingConfirmation.objects.create(
+            conversation=deployed,
+            tool_call_id=call_id,
+            tool_name="deploy_dashboard",
+            args={"dashboard_id": 4},
+            args_hash="x",
+            status=status,
+            expires_at=timezone.now() + timedelta(hours=1),
+            **fields,
+        )
+
+    decided("c2", "approved", decided_by=alice, decided_at=timezone.now())
+    decided("c3", "rejected", decided_by=alice, decided_at=timezone.now(), reason="not today")
+    decided("c4", "rejected", decided_by=alice, decided_at=timezone.now())
+    decided("c5", "superseded", decided_at=timezone.now())
+    decided("c6", "expired", decided_at=timezone.now(), reason="The conversation was archived.")
+
+    text = export(alice_api, deployed, "md").content.decode()
+
+    assert "> Approved by alice at " in text and ', with the arguments `{"dashboard_id": 4}`.' in text
+    assert ": not today" in text and "> Rejected by alice at " in text and ", without a reason." in text
+    assert "> Replaced by a new message before anyone decided: not run." in text
+    assert "> Expired before anyone decided: not run. The conversation was archived." in text
+    assert "Superseded by" not in text and "by nobody" not in text
+
+
+def test_json_gives_each_tool_message_its_decision(alice_api, deployed):
+    body = json.loads(export(alice_api, deployed, "json").content)
+
+    [tool] = [message for message in body["messages"] if message["role"] == "tool"]
+    assert tool["decision"]["status"] == "edited" and tool["decision"]["decided_by"] == "alice"
+    assert tool["decision"]["args"] == {"dashboard_id": 3, "environment": "staging"}
+    assert {message["decision"] for message in body["messages"] if message["role"] != "tool"} == {None}

@@ -17,7 +17,10 @@ def test_code_blocks_tables_lists_and_links():
         "1. first\n\n[docs](https://example.com) ~~old~~ `inline`"
     )
     assert "<h1>Title</h1>" in html
-    assert "<pre><code>print('&lt;b&gt;')\n</code></pre>" in html
+    assert (
+        '<pre data-lang="python"><code><span class="nb">print</span><span class="p">(</span>'
+        '<span class="s1">\'&lt;b&gt;\'</span><span class="p">)</span>\n</code></pre>'
+    ) in html
     assert '<th style="text-align:left">a</th>' in html
     assert "<ul>\n<li>one</li>" in html and "<ol>" in html
     assert '<a href="https://example.com" target="_blank" rel="noopener noreferrer nofollow">docs</a>' in html
@@ -63,6 +66,33 @@ def parse(html: str) -> list[tuple[str, list]]:
     parser = Elements()
     parser.feed(html)
     return parser.found
+
+
+def test_code_blocks_are_coloured_when_their_language_is_known_and_labelled_with_it():
+    assert render_markdown("```sql\nSELECT 1;\n```") == (
+        '<pre data-lang="sql"><code><span class="k">SELECT</span><span class="w"> </span>'
+        '<span class="mi">1</span><span class="p">;</span>\n</code></pre>\n'
+    )
+    assert render_markdown("```klingon\nx < y\n```") == '<pre data-lang="klingon"><code>x &lt; y\n</code></pre>\n'
+    assert render_markdown("```\nplain\n```") == "<pre><code>plain\n</code></pre>\n"
+
+
+@pytest.mark.parametrize(
+    "fence",
+    ['```"><script>alert(1)</script>', "```python onclick=alert(1)", '```x" class="evil'],
+)
+def test_a_language_cannot_carry_markup_or_classes(fence):
+    html = render_markdown(f"{fence}\nx = 1\n```")
+    assert "<script" not in html and "onclick" not in html and "evil" not in html
+    for tag, attributes in parse(html):
+        assert tag in {"pre", "code", "span"}, tag
+        assert {name for name, _ in attributes} <= {"class", "data-lang"}, attributes
+
+
+def test_spans_keep_only_the_classes_pygments_gives():
+    html = render_markdown('```python\nx = "a"\n```')
+    classes = {value for tag, attributes in parse(html) for name, value in attributes if name == "class"}
+    assert classes and classes <= {"n", "o", "s2", "w", "p"}, classes
 
 
 def test_empty_text_is_empty_html():

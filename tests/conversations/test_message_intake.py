@@ -1,5 +1,5 @@
 """What taking a message in costs the database: everything before the provider is asked happens in one trip
-(runs.db.accept_message), and these tests hold its size, which the benchmark shows as time to first token."""
+(runs.db.accept_turn), and these tests hold its size, which the benchmark shows as time to first token."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from conversations.ratelimit import SharedWindow
 from conversations.runs import db
 from tools.registry import registry
 
-accept_message = db.accept_message.func
-# The user and their permissions (3), the client_id and the conversation (2), the gate (1), the decisions a
-# message settles (1), the message with its title and audit row in a transaction (5 with BEGIN and COMMIT on
-# SQLite), the run's audit row and the answer's row (2), the files and the history (2).
-MOST_STATEMENTS = 16
+accept_turn = db.accept_turn.func
+# The user and their permissions (3), the conversation with what the client_id stored and whether there are files
+# (1), the gate (1), the decisions a message settles (1), the message with its title and audit row in a transaction
+# (5 with BEGIN and COMMIT on SQLite), the run's audit row and the answer's row (2), the history (1).
+MOST_STATEMENTS = 14
+HELLO = services.Turn("message", "Hello", "c-1", metadata={"context": {}})
 
 
 @pytest.fixture
@@ -28,9 +29,7 @@ def test_a_new_message_is_taken_in_with_a_bounded_number_of_statements(alice, li
     permissions = frozenset(alice.get_all_permissions())
 
     with django_assert_max_num_queries(MOST_STATEMENTS):
-        accepted = accept_message(
-            conversation, (alice, None, permissions), ("Hello", "c-1", [], {"context": {}}), limiter, registry
-        )
+        accepted = accept_turn(conversation, (alice, None, permissions), HELLO, limiter, registry)
 
     assert accepted.echo is None and accepted.run_id is not None
     [echo] = accepted.frames
@@ -44,10 +43,10 @@ def test_a_new_message_is_taken_in_with_a_bounded_number_of_statements(alice, li
 def test_a_message_seen_before_is_echoed_and_nothing_is_stored_again(alice, limiter):
     conversation = services.conversation_create(owner=alice)
     access = (alice, None, frozenset(alice.get_all_permissions()))
-    first = accept_message(conversation, access, ("Hello", "c-1", [], {"context": {}}), limiter, registry)
+    first = accept_turn(conversation, access, HELLO, limiter, registry)
     services.conversation_run_release(conversation=conversation, run_id=first.run_id)
 
-    again = accept_message(conversation, access, ("Hello", "c-1", [], {"context": {}}), limiter, registry)
+    again = accept_turn(conversation, access, HELLO, limiter, registry)
 
     assert again.run_id is None and again.echo["message"]["id"] == first.frames[-1]["message"]["id"]
     assert conversation.messages.filter(role="user").count() == 1
@@ -57,8 +56,12 @@ def test_a_user_whose_permissions_changed_is_refused_before_anything_is_stored(a
     conversation = services.conversation_create(owner=alice)
 
     with pytest.raises(AccessRefused) as refused:
-        accept_message(
-            conversation, (alice, None, frozenset({"dashboards.deploy"})), ("Hi", None, [], {}), limiter, registry
+        accept_turn(
+            conversation,
+            (alice, None, frozenset({"dashboards.deploy"})),
+            services.Turn("message", "Hi"),
+            limiter,
+            registry,
         )
 
     assert refused.value.refusal == "permissions"

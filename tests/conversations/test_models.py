@@ -172,7 +172,7 @@ def test_conversations_are_listed_newest_first_with_message_counts(alice, bob):
     services.message_append(conversation=old, role="assistant", content="two")
     listed = list(selectors.conversations_for(alice))
     assert listed == [old, new]
-    assert listed[0].message_count == 2 and listed[1].message_count == 0
+    assert listed[0].message_count == 1 and listed[1].message_count == 0  # questions: the answer is not one
 
 
 def test_failed_sign_in_is_audited(client, alice):

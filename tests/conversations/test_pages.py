@@ -39,14 +39,20 @@ def test_pages_need_a_sign_in(alice):
 
 
 def test_the_list_newest_first_with_counts_search_and_archive_filter(alice, bob, alice_client):
-    make(alice, "Quarterly revenue", messages=2)
+    revenue = make(alice, "Quarterly revenue", messages=2)
+    # Answers, tool results and a question replaced by an edit are not questions asked.
+    services.message_append(conversation=revenue, role="assistant", content="Here it is.")
+    services.message_append(conversation=revenue, role="tool", content="{}", tool_call_id="c1", tool_name="search")
+    replaced, _ = services.message_append(conversation=revenue, role="user", content="Old wording")
+    Message.objects.filter(pk=replaced.pk).update(superseded=True)
     make(alice, "Churn analysis", messages=1)
     old = make(alice, "Old plans", archived=True)
     make(bob, "Bob's own")
 
     page = alice_client.get("/").content.decode()
     assert page.index("Churn analysis") < page.index("Quarterly revenue")
-    assert "2 messages" in page and "1 message" in page
+    assert "2 questions" in page and "1 question" in page
+    assert "messages" not in page.split('class="conversations"')[1]
     assert "Old plans" not in page and "Bob&#x27;s own" not in page
 
     found = alice_client.get("/?q=churn").content.decode()
@@ -60,10 +66,51 @@ def test_the_list_newest_first_with_counts_search_and_archive_filter(alice, bob,
     assert "No conversation has “zzz” in its title." in nothing
 
 
-def test_new_rename_archive_restore(alice, alice_client):
-    response = alice_client.post("/c/new/")
+def test_a_new_conversation_begins_with_its_first_message(alice, alice_client):
+    page = alice_client.get("/c/new/").content.decode()
+    assert 'id="start"' in page and 'name="content"' in page and "What can the agent do for you?" in page
+    assert not Conversation.objects.exists()  # looking at the start page makes nothing
+
+    assert alice_client.post("/c/new/", {"content": "   "})["Location"] == "/c/new/"
+    assert not Conversation.objects.exists()
+
+    response = alice_client.post("/c/new/", {"content": "Deploy <b>dashboard 3</b>"})
     conversation = Conversation.objects.get(owner=alice)
     assert response["Location"] == f"/c/{conversation.pk}/"
+    # The chat page has the message in its box, and sends it once its socket is ready; only the first time.
+    chat = alice_client.get(response["Location"]).content.decode()
+    assert 'data-send-first="1"' in chat and "Deploy &lt;b&gt;dashboard 3&lt;/b&gt;</textarea>" in chat
+    again = alice_client.get(response["Location"]).content.decode()
+    assert "data-send-first" not in again and 'aria-describedby="composer-hint"></textarea>' in again
+
+
+def test_someone_with_no_conversation_lands_on_the_message_box(alice, alice_client):
+    page = alice_client.get("/").content.decode()
+    assert 'id="start"' in page and "All conversations, search and archive" not in page
+    make(alice, "Old plans", archived=True)
+    page = alice_client.get("/").content.decode()
+    assert 'id="start"' not in page and "Your conversations" in page
+    assert "No active conversations: the ones you archived are under Archived." in page
+    assert 'href="/c/new/"' in page
+    assert "All conversations, search and archive" in alice_client.get("/c/new/").content.decode()
+
+
+def test_archive_says_so_with_undo(alice, alice_client):
+    conversation = make(alice, "Budget", messages=1)
+    response = alice_client.post(f"/c/{conversation.pk}/archive/", {"next": "/?q=bud"}, follow=True)
+    page = response.content.decode()
+    assert "“Budget” was archived." in page
+    assert f'<form method="post" action="/c/{conversation.pk}/restore/" class="inline">' in page
+    assert '<input type="hidden" name="next" value="/?q=bud">' in page and ">Undo</button>" in page
+    assert "“Budget” was archived." not in alice_client.get("/").content.decode()  # said once
+
+    page = alice_client.post(f"/c/{conversation.pk}/restore/", {"next": "/?q=bud"}, follow=True).content.decode()
+    conversation.refresh_from_db()
+    assert not conversation.is_archived and "“Budget” was restored." in page
+
+
+def test_rename_archive_restore(alice, alice_client):
+    conversation = make(alice, "")
 
     alice_client.post(f"/c/{conversation.pk}/rename/", {"title": "  Budget   2026 "})
     conversation.refresh_from_db()
@@ -91,7 +138,8 @@ def test_forms_go_back_only_to_our_own_pages(alice, alice_client):
 def test_forms_change_nothing_on_get(alice, alice_client):
     conversation = make(alice, "Mine")
     assert alice_client.get(f"/c/{conversation.pk}/archive/").status_code == 405
-    assert alice_client.get("/c/new/").status_code == 405
+    assert alice_client.get("/c/new/").status_code == 200
+    assert Conversation.objects.count() == 1
 
 
 def test_someone_elses_conversation_is_not_found(alice, bob, alice_client):
@@ -187,6 +235,19 @@ def test_an_answer_that_failed_without_a_word_shows_where_and_why(alice, alice_c
     assert page.index(">First<") < page.index("could not be finished") < page.index(">Second<")
 
 
+def test_the_chat_page_shows_the_live_branch_only(alice, alice_client):
+    conversation = make(alice, "Redone")
+    add = Message.objects.create
+    add(conversation=conversation, role="user", content="Which day is it?")
+    old = add(conversation=conversation, role="assistant", content="It is Monday, I guess.", superseded=True)
+    new = add(conversation=conversation, role="assistant", content="It is Tuesday.")
+
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+
+    assert f'data-message-id="{new.pk}"' in page and "It is Tuesday." in page
+    assert f'data-message-id="{old.pk}"' not in page and "Monday" not in page
+
+
 def test_the_chat_page_of_an_archived_conversation_is_read_only(alice, alice_client):
     conversation = make(alice, "Old", archived=True)
     page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
@@ -201,7 +262,7 @@ def test_the_pages_are_in_russian_when_chosen(alice, alice_client):
     assert response["Location"] == "/"
     page = alice_client.get("/").content.decode()
     assert '<html lang="ru">' in page
-    assert "Ваши беседы" in page and "5 сообщений" in page and "Выйти" in page
+    assert "Ваши беседы" in page and "5 вопросов" in page and "Выйти" in page
     chat = alice_client.get(f"/c/{conversation.pk}/").content.decode()
     assert "Напишите агенту…" in chat and "Отправить" in chat
 

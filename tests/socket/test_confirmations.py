@@ -311,6 +311,30 @@ async def test_reject_records_the_reason_and_resumes_without_running(llm, tools,
     assert decided.data["args"] == ASKED
 
 
+async def test_the_request_carries_the_tools_schema_and_the_result_the_decision(
+    llm, tools, sockets, conversation, alice
+):
+    """The page builds the arguments' form from the schema, and turns the approval into its record from the result."""
+    socket = await sockets(conversation, alice)
+    confirm, asked = await ask_for_deploy(llm, socket)
+    assert confirm["schema"] == runs.manager.registry.get("deploy_dashboard").schema()["parameters"]
+    assert confirm["schema"]["required"] == ["dashboard_id"] and "environment" in confirm["schema"]["properties"]
+    reopened = await sockets(conversation, alice)
+    [listed] = reopened.ready["pending_confirmations"]
+    assert listed["schema"] == confirm["schema"]
+    [lookup] = [f["message"] for f in of(asked, "message") if f["message"]["tool_call_id"] == LOOKUP_CALL]
+    assert lookup["decision"] is None  # a call that asked nobody
+    llm.script(Reply(text="Dashboard 9 is live on qa."))
+
+    await decide(socket, confirm["confirmation_id"], "edit", args={"dashboard_id": 9, "environment": "qa"})
+    frames = await socket.receive_until("run_finished")
+
+    [result] = [f["message"] for f in of(frames, "message") if f["message"]["tool_call_id"] == DEPLOY_CALL]
+    decision = result["decision"]
+    assert (decision["status"], decision["decided_by"], decision["reason"]) == ("edited", "alice", "")
+    assert decision["args"] == {"dashboard_id": 9, "environment": "qa"} and decision["decided_at"]
+
+
 # --- a decision is taken once ----------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from conversations.runs import db, recorder
 from tests.fake_provider import Reply
 from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
-from .helpers import of
+from .helpers import of, text_of, well_formed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -149,10 +149,6 @@ def kinds(frames: list[dict]) -> list[str]:
     return [frame["type"] for frame in frames]
 
 
-def text_of(frames: list[dict]) -> str:
-    return "".join(frame["delta"] for frame in of(frames, "token"))
-
-
 def assert_run_events(frames: list[dict]) -> str:
     """Every run event of these frames has the same run_id and a strictly increasing seq; returns the run_id."""
     events = [frame for frame in frames if frame["type"] in RUN_EVENTS or "seq" in frame]
@@ -188,20 +184,6 @@ async def tokens(socket, count: int) -> list[dict]:
     while len(of(frames, "token")) < count:
         frames.append(await socket.receive())
     return frames
-
-
-def well_formed(messages: list[dict]) -> None:
-    """Provider history: no tool message without its assistant call right before it (after its siblings)."""
-    for index, message in enumerate(messages):
-        if message["role"] != "tool":
-            continue
-        before = index - 1
-        while before >= 0 and messages[before]["role"] == "tool":
-            before -= 1
-        assert before >= 0, messages
-        call = messages[before]
-        assert call["role"] == "assistant", messages
-        assert message["tool_call_id"] in {c["id"] for c in call.get("tool_calls") or []}, messages
 
 
 # --- a message and its run ---------------------------------------------------------------------------
@@ -603,7 +585,9 @@ async def test_nine_rounds_of_tool_calls_stop_at_the_iteration_limit(llm, socket
     assert len(llm.requests) == 8
     assert len(of(frames, "tool_end")) == 8
     final = of(frames, "message")[-1]["message"]
-    assert (final["role"], final["content"], final["status"]) == ("assistant", LIMIT_MESSAGE, "complete")
+    assert (final["role"], final["content"], final["status"]) == ("assistant", LIMIT_MESSAGE, "interrupted")
+    assert final["error"] == "The agent used all of its 8 steps before finishing."
+    assert final["metadata"] == {"run_id": frames[-1]["run_id"], "stop": "step_limit"}
     assert frames[-1]["message_id"] == final["id"]
     rows = await stored(conversation)
     assert [row.role for row in rows] == ["user", *["assistant", "tool"] * 8, "assistant"]

@@ -12,12 +12,12 @@ from urllib.parse import quote, urlsplit
 import httpx
 from pydantic import BaseModel
 
+from tools.identity import identity_token
 from tools.registry import ToolContext
 
 from .config import Service
 from .exceptions import ServiceCallError, ServiceNotConfigured
 from .openapi import Operation, path_segment
-from .tokens import identity_token
 
 MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_ERROR_CHARS = 300

@@ -8,7 +8,6 @@ Secrets never sit in the list: it names the environment variables that hold them
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -17,18 +16,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tools.configured import (
+    DEFAULT_IDENTITY_HEADER,
+    check_env_name,
+    check_header,
+    check_permission,
+    from_settings,
+    identity_secret,
+    parse_entries,
+)
 
 SERVICE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-HEADER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
-PERMISSION_NAME = re.compile(r"^[a-z_][a-z0-9_]*\.[A-Za-z0-9_]+$")
-# Headers the call itself sets: a service's identity header may not replace them.
-RESERVED_HEADERS = {"authorization", "host", "content-type", "content-length", "cookie", "connection", "accept"}
-MIN_SECRET_LENGTH = 32
-DEFAULT_IDENTITY_HEADER = "X-User-Token"
 DEFAULT_TIMEOUT = 10.0
 
 
@@ -70,26 +71,9 @@ class ServiceSpec(BaseModel):
             raise ValueError("must have no query, fragment or credentials")
         return value.rstrip("/")
 
-    @field_validator("token_env", "identity_secret_env")
-    @classmethod
-    def _env_name(cls, value: str) -> str:
-        if not ENV_NAME.match(value):
-            raise ValueError("must be the name of an environment variable")
-        return value
-
-    @field_validator("identity_header")
-    @classmethod
-    def _header(cls, value: str) -> str:
-        if not HEADER_NAME.match(value) or value.lower() in RESERVED_HEADERS:
-            raise ValueError("must be a header name of its own, such as X-User-Token")
-        return value
-
-    @field_validator("permission")
-    @classmethod
-    def _permission(cls, value: str | None) -> str | None:
-        if value is not None and not PERMISSION_NAME.match(value):
-            raise ValueError("must be a Django permission written app_label.codename")
-        return value
+    _env_name = field_validator("token_env", "identity_secret_env")(check_env_name)
+    _header = field_validator("identity_header")(check_header)
+    _permission = field_validator("permission")(check_permission)
 
 
 @dataclass(frozen=True)
@@ -119,23 +103,8 @@ class Service:
         return self.label or self.name
 
 
-def _describe(error: ValidationError) -> str:
-    problems = []
-    for item in error.errors(include_url=False):
-        where = ".".join(str(part) for part in item["loc"]) or "the entry"
-        message = item["msg"].removeprefix("Value error, ")
-        problems.append(f"{where}: {message}")
-    return "; ".join(problems)
-
-
 def _resolve(spec: ServiceSpec, *, label: str, base_dir: Path, environ: Mapping[str, str]) -> Service:
-    secret = environ.get(spec.identity_secret_env, "").strip()
-    if not secret:
-        raise ImproperlyConfigured(f"{label}: the environment variable {spec.identity_secret_env} is not set.")
-    if len(secret) < MIN_SECRET_LENGTH:
-        raise ImproperlyConfigured(
-            f"{label}: {spec.identity_secret_env} must be at least {MIN_SECRET_LENGTH} characters long."
-        )
+    secret = identity_secret(spec.identity_secret_env, label=label, environ=environ)
     openapi = spec.openapi.strip()
     if not openapi:
         raise ImproperlyConfigured(f"{label}: openapi is empty.")
@@ -167,41 +136,9 @@ def parse_services(
 ) -> list[Service]:
     """The services of a JSON list; relative openapi paths are relative to `base_dir`."""
     environ = os.environ if environ is None else environ
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ImproperlyConfigured(
-                f"{variable} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
-            ) from None
-    if not isinstance(raw, list):
-        raise ImproperlyConfigured(f"{variable} must be a JSON list of services.")
-    services: list[Service] = []
-    for index, entry in enumerate(raw, start=1):
-        name = entry.get("name") if isinstance(entry, dict) else None
-        label = f"{variable}: service {name!r}" if isinstance(name, str) and name else f"{variable}: service #{index}"
-        try:
-            spec = ServiceSpec.model_validate(entry)
-        except ValidationError as exc:
-            raise ImproperlyConfigured(f"{label}: {_describe(exc)}.") from None
-        if any(service.name == spec.name for service in services):
-            raise ImproperlyConfigured(f"{label}: the name is used by another service.")
-        services.append(_resolve(spec, label=label, base_dir=base_dir, environ=environ))
-    return services
+    entries = parse_entries(raw, variable=variable, model=ServiceSpec, kind="service")
+    return [_resolve(spec, label=label, base_dir=base_dir, environ=environ) for spec, label in entries]
 
 
 def services_from_settings() -> list[Service]:
-    path, inline = settings.HTTP_SERVICES_FILE, settings.HTTP_SERVICES
-    if path and inline:
-        raise ImproperlyConfigured("Set HTTP_SERVICES_FILE or HTTP_SERVICES, not both.")
-    if path:
-        file = Path(path).expanduser()
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
-            raise ImproperlyConfigured(f"HTTP_SERVICES_FILE: cannot read {path}: {reason}.") from None
-        return parse_services(text, variable="HTTP_SERVICES_FILE", base_dir=file.resolve().parent)
-    if inline:
-        return parse_services(inline, variable="HTTP_SERVICES", base_dir=Path(settings.BASE_DIR))
-    return []
+    return from_settings("HTTP_SERVICES_FILE", "HTTP_SERVICES", parse_services)

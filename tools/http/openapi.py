@@ -9,19 +9,19 @@ Header and cookie parameters are left out: the call sets its own headers.
 from __future__ import annotations
 
 import json
-import keyword
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import httpx
 import yaml
 from django.core.exceptions import ImproperlyConfigured
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic import BaseModel, create_model
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError
+
+from tools.schemas import ARGUMENTS, SchemaReader, UnsupportedSchema, python_name, read_only
 
 from .config import Service
 
@@ -31,11 +31,10 @@ METHODS = ("get", "head", "post", "put", "patch", "delete")
 SAFE_METHODS = {"GET", "HEAD"}
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
-MAX_DEPTH = 8
 MAX_DESCRIPTION = 1000
 
 
-class UnsupportedOperation(Exception):
+class UnsupportedOperation(UnsupportedSchema):
     """An operation that cannot become a tool; it is skipped with a warning."""
 
 
@@ -120,20 +119,6 @@ def tool_name(service: str, operation: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_-]", "_", f"{service}_{operation}")[:64]
 
 
-def python_name(name: str, taken: set[str]) -> str:
-    """A model field name for a name a service uses (which may be `page-size`, `$filter` or `schema`)."""
-    candidate = re.sub(r"\W", "_", name).strip("_") or "arg"
-    if candidate[0].isdigit():
-        candidate = f"p_{candidate}"
-    if keyword.iskeyword(candidate) or hasattr(BaseModel, candidate):
-        candidate = f"{candidate}_"
-    unique, number = candidate, 2
-    while unique in taken:
-        unique, number = f"{candidate}_{number}", number + 1
-    taken.add(unique)
-    return unique
-
-
 def path_segment(value: Any) -> Any:
     """A path parameter stays one segment under the base URL: no '..', no URL of its own."""
     if isinstance(value, str):
@@ -147,156 +132,10 @@ def path_segment(value: Any) -> Any:
     return value
 
 
-# --- schemas to pydantic -------------------------------------------------------------------------
+# --- operations ----------------------------------------------------------------------------------
 
 
-def _literal(values: list[str | int | bool]) -> Any:
-    """An enum as a Literal that refuses true for 1, 1 for true and 1.0 for 1.
-
-    Pydantic matches a literal by equality, strict or not; the type of the value must be one the enum has.
-    """
-    kinds = {type(value) for value in values}
-    shown = [repr(value) for value in values]
-    expected = f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else shown[0]
-
-    def same_kind(value: Any) -> Any:
-        if isinstance(value, int | float) and type(value) not in kinds:
-            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
-        return value
-
-    return Annotated[Literal[tuple(values)], BeforeValidator(same_kind)]
-
-
-class _Builder:
-    """Turns the JSON Schemas of one document into pydantic annotations."""
-
-    def __init__(self, document: dict[str, Any]):
-        self.document = document
-
-    def resolve(self, node: Any) -> Any:
-        seen: set[str] = set()
-        while isinstance(node, dict) and "$ref" in node:
-            ref = node["$ref"]
-            if not isinstance(ref, str) or not ref.startswith("#/") or ref in seen:
-                raise UnsupportedOperation(f"the reference {ref!r} is not a local one this reader can follow")
-            seen.add(ref)
-            target: Any = self.document
-            for part in ref[2:].split("/"):
-                part = part.replace("~1", "/").replace("~0", "~")
-                if not isinstance(target, dict) or part not in target:
-                    raise UnsupportedOperation(f"the reference {ref!r} points at nothing")
-                target = target[part]
-            node = target
-        return node
-
-    def annotation(self, schema: Any, *, model_name: str, depth: int = 0, seen: frozenset[str] = frozenset()) -> Any:
-        if isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
-            if schema["$ref"] in seen:
-                return dict[str, Any]  # a schema that contains itself: one level is described, the rest is free
-            seen = seen | {schema["$ref"]}
-        schema = self.resolve(schema)
-        if not isinstance(schema, dict) or depth > MAX_DEPTH:
-            return Any
-        nullable = schema.get("nullable") is True
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            nullable = nullable or "null" in kind
-            kinds = [item for item in kind if item != "null"]
-            kind = kinds[0] if len(kinds) == 1 else None
-        annotation: Any
-        if isinstance(schema.get("enum"), list) and schema["enum"]:
-            values = [value for value in schema["enum"] if value is not None]
-            nullable = nullable or None in schema["enum"]
-            if values and all(isinstance(value, str | int | bool) for value in values):
-                annotation = _literal(values)
-            else:
-                annotation = Any
-        elif isinstance(schema.get("allOf"), list) and len(schema["allOf"]) == 1:
-            annotation = self.annotation(schema["allOf"][0], model_name=model_name, depth=depth + 1, seen=seen)
-        elif kind == "string":
-            annotation = Annotated[str, Field(**self._limits(schema, "minLength", "maxLength"))]
-        elif kind == "integer":
-            annotation = Annotated[int, Field(**self._bounds(schema))]
-        elif kind == "number":
-            annotation = Annotated[float, Field(**self._bounds(schema))]
-        elif kind == "boolean":
-            annotation = bool
-        elif kind == "array":
-            items = self.annotation(
-                schema.get("items", {}), model_name=f"{model_name}_item", depth=depth + 1, seen=seen
-            )
-            annotation = Annotated[list[items], Field(**self._limits(schema, "minItems", "maxItems"))]
-        elif kind == "object" or (kind is None and isinstance(schema.get("properties"), dict)):
-            annotation = self.object_model(schema, model_name=model_name, depth=depth + 1, seen=seen)
-        else:
-            annotation = Any
-        return annotation | None if nullable and annotation is not Any else annotation
-
-    def object_model(self, schema: dict[str, Any], *, model_name: str, depth: int, seen: frozenset[str]) -> Any:
-        properties = schema.get("properties")
-        if not isinstance(properties, dict) or not properties:
-            return dict[str, Any]
-        required = set(schema.get("required") or [])
-        fields, taken = {}, set()
-        for name, prop in properties.items():
-            if _read_only(self.resolve(prop)):
-                continue
-            fields[python_name(name, taken)] = self.field(
-                prop, alias=name, required=name in required, model_name=f"{model_name}_{name}", depth=depth, seen=seen
-            )
-        extra = "forbid" if schema.get("additionalProperties") is False else "allow"
-        config = ConfigDict(extra=extra, validate_by_name=True, validate_by_alias=True)
-        return create_model(model_name, __config__=config, **fields)
-
-    def field(
-        self,
-        schema: Any,
-        *,
-        alias: str,
-        required: bool,
-        model_name: str,
-        depth: int = 0,
-        seen: frozenset[str] = frozenset(),
-        description: str = "",
-        segment: bool = False,
-    ) -> tuple[Any, FieldInfo]:
-        annotation = self.annotation(schema, model_name=model_name, depth=depth, seen=seen)
-        schema = self.resolve(schema)
-        if segment:
-            annotation = Annotated[annotation, AfterValidator(path_segment)]
-        text = description or (schema.get("description", "") if isinstance(schema, dict) else "")
-        if isinstance(schema, dict) and "default" in schema and not required:
-            text = f"{text} (default: {json.dumps(schema['default'], default=str)})".strip()
-        if required:
-            return annotation, Field(..., alias=alias, description=text or None)
-        # No default of the service's is sent on its behalf: null means "leave it out".
-        optional = annotation if annotation is Any else annotation | None
-        return optional, Field(None, alias=alias, description=text or None)
-
-    @staticmethod
-    def _bounds(schema: dict[str, Any]) -> dict[str, Any]:
-        bounds = {}
-        if isinstance(schema.get("minimum"), int | float) and not isinstance(schema["minimum"], bool):
-            bounds["ge"] = schema["minimum"]
-        if isinstance(schema.get("maximum"), int | float) and not isinstance(schema["maximum"], bool):
-            bounds["le"] = schema["maximum"]
-        return bounds
-
-    @staticmethod
-    def _limits(schema: dict[str, Any], low: str, high: str) -> dict[str, Any]:
-        limits = {}
-        if isinstance(schema.get(low), int) and schema[low] >= 0:
-            limits["min_length"] = schema[low]
-        if isinstance(schema.get(high), int) and schema[high] >= 0:
-            limits["max_length"] = schema[high]
-        return limits
-
-
-def _read_only(schema: Any) -> bool:
-    return isinstance(schema, dict) and schema.get("readOnly") is True
-
-
-def _json_body(builder: _Builder, operation: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+def _json_body(builder: SchemaReader, operation: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
     """The JSON body's schema and whether a body is required; None when there is no JSON body."""
     body = builder.resolve(operation.get("requestBody"))
     if not isinstance(body, dict):
@@ -320,7 +159,7 @@ def _description(operation: dict[str, Any], method: str, path: str) -> str:
 
 
 def build_operation(
-    builder: _Builder, *, service: str, path: str, method: str, item: dict[str, Any], operation: dict[str, Any]
+    builder: SchemaReader, *, service: str, path: str, method: str, item: dict[str, Any], operation: dict[str, Any]
 ) -> Operation:
     name = str(operation.get("operationId") or "").strip() or derived_name(method, path)
     model_name = tool_name(service, name)
@@ -350,7 +189,7 @@ def build_operation(
             required=required,
             model_name=f"{model_name}_{name_}",
             description=str(parameter.get("description") or ""),
-            segment=location == "path",
+            after=path_segment if location == "path" else None,
         )
         (path_params if location == "path" else query_params).append(name_)
     missing = set(re.findall(r"\{([^{}]+)\}", path)) - set(path_params)
@@ -363,7 +202,7 @@ def build_operation(
     if schema is not None:
         properties = schema.get("properties") if isinstance(schema, dict) else None
         required_props = set(schema.get("required") or []) if isinstance(schema, dict) else set()
-        writable = {name_: prop for name_, prop in (properties or {}).items() if not _read_only(builder.resolve(prop))}
+        writable = {name_: prop for name_, prop in (properties or {}).items() if not read_only(builder.resolve(prop))}
         if writable and not names & set(writable) and schema.get("additionalProperties") is not True:
             body_kind = "fields"
             for prop_name, prop in writable.items():
@@ -383,13 +222,12 @@ def build_operation(
                 description="The request body.",
             )  # fmt: skip
 
-    config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
     return Operation(
         name=name,
         method=method.upper(),
         path=path,
         description=_description(operation, method.upper(), path),
-        args_model=create_model(model_name, __config__=config, **fields),
+        args_model=create_model(model_name, __config__=ARGUMENTS, **fields),
         path_params=tuple(path_params),
         query_params=tuple(query_params),
         body=body_kind,
@@ -399,12 +237,12 @@ def build_operation(
 
 def operations(document: dict[str, Any], *, service: str, label: str) -> list[Operation]:
     """Every operation of the document that can be a tool; the others are logged and left out."""
-    builder = _Builder(document)
+    builder = SchemaReader(document)
     found: list[Operation] = []
     for path, raw_item in document["paths"].items():
         try:
             item = builder.resolve(raw_item)
-        except UnsupportedOperation as exc:
+        except UnsupportedSchema as exc:
             logger.warning("%s: %s is left out: %s", label, path, exc)
             continue
         if not isinstance(item, dict) or not isinstance(path, str) or not path.startswith("/"):
@@ -417,6 +255,6 @@ def operations(document: dict[str, Any], *, service: str, label: str) -> list[Op
                 found.append(
                     build_operation(builder, service=service, path=path, method=method, item=item, operation=operation)
                 )
-            except UnsupportedOperation as exc:
+            except UnsupportedSchema as exc:
                 logger.warning("%s: %s %s is left out: %s", label, method.upper(), path, exc)
     return found

@@ -1,4 +1,4 @@
-"""The two JWTs a service sees: the agent's service token and, on every call, the user's identity.
+"""The two JWTs a service sees: the agent's service token and, on every call, the user's identity (tools/identity.py).
 
 Both are HS256, signed with the service's own secret (its `identity_secret_env`), so a service verifies
 them with that one secret and can forge neither AgentChat's sessions nor another service's tokens:
@@ -14,44 +14,19 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
-import jwt
 from django.conf import settings
 
+from tools.identity import ISSUER, sign
+
 from .config import Service
-
-ISSUER = "agentchat"
-ALGORITHM = "HS256"
-
-
-def _sign(claims: dict[str, Any], service: Service) -> str:
-    return jwt.encode(claims, service.identity_secret, algorithm=ALGORITHM)
-
-
-def identity_token(user, service: Service, *, now: float | None = None) -> str:
-    """A short-lived token naming the user the agent acts for, for this service only."""
-    issued = int(now if now is not None else time.time())
-    return _sign(
-        {
-            "iss": ISSUER,
-            "aud": service.name,
-            "sub": str(user.pk),
-            "username": user.get_username(),
-            "token_type": "identity",
-            "iat": issued,
-            "exp": issued + settings.HTTP_IDENTITY_TOKEN_SECONDS,
-            "jti": uuid.uuid4().hex,
-        },
-        service,
-    )
 
 
 def service_token(account, service: Service, *, now: float | None = None) -> tuple[str, datetime]:
     """A long-lived token saying "this is the agent, set up by `account`", and when it expires."""
     issued = int(now if now is not None else time.time())
     expires = issued + settings.SERVICE_TOKEN_DAYS * 24 * 60 * 60
-    token = _sign(
+    token = sign(
         {
             "iss": ISSUER,
             "aud": service.name,

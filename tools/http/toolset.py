@@ -10,7 +10,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel
 
-from tools.registry import Tool, ToolContext, ToolRegistry
+from tools.registry import Tool, ToolContext, ToolRegistry, ToolSource
 
 from .client import call_operation
 from .config import Service
@@ -59,6 +59,7 @@ def make_tool(service: Service, operation: Operation) -> Tool:
         requires_confirmation=_needs_confirmation(service, operation),
         permission=service.permission,
         timeout=service.timeout + TIMEOUT_MARGIN,
+        source=ToolSource("http", service.name),
     )
 
 

@@ -18,6 +18,7 @@ from .base import (
     TextDelta,
     ToolCall,
     ToolSchema,
+    Usage,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "TextDelta",
     "ToolCall",
     "ToolSchema",
+    "Usage",
     "get_provider",
     "warm_up",
 ]

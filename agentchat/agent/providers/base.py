@@ -37,6 +37,13 @@ class ChatMessage(TypedDict):
     images: NotRequired[list[ImagePart]]
 
 
+class Usage(TypedDict):
+    """The tokens one answer cost, as its provider counted them."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
 @dataclass(frozen=True)
 class ProviderChatParams:
     messages: list[ChatMessage]
@@ -50,6 +57,7 @@ class ProviderChatResponse:
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str = "stop"
+    usage: Usage | None = None  # None when the provider did not say
 
 
 @dataclass(frozen=True)

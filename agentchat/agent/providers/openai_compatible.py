@@ -20,6 +20,7 @@ from .base import (
     TextDelta,
     ToolCall,
     ToolSchema,
+    Usage,
 )
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,16 @@ UNREADABLE = "The model provider sent an answer that could not be read."
 MALFORMED = (ValueError, AttributeError, TypeError, KeyError)
 
 
+def _usage(reported: Any) -> Usage | None:
+    """The two counts of a usage object; None when it is missing or not made of counts."""
+    if not isinstance(reported, dict):
+        return None
+    counts = reported.get("prompt_tokens"), reported.get("completion_tokens")
+    if not all(isinstance(count, int) and not isinstance(count, bool) and count >= 0 for count in counts):
+        return None
+    return {"prompt_tokens": counts[0], "completion_tokens": counts[1]}
+
+
 def _provider_error(exc: Exception, *, text_seen: bool) -> ProviderError:
     """Words safe to show: the status and kind of failure, never the body (it may quote the key back).
 
@@ -133,6 +144,8 @@ class OpenAICompatibleProvider:
             "messages": to_wire_messages(params.system_prompt, params.messages),
             "stream": stream,
         }
+        if stream:
+            request["stream_options"] = {"include_usage": True}
         if params.tools:
             request["tools"] = to_wire_tools(params.tools)
         if params.max_tokens:
@@ -155,18 +168,20 @@ class OpenAICompatibleProvider:
                 raise ProviderError("The model provider sent an answer with no choices.", retryable=True)
             choice = completion.choices[0]
             content, finish_reason = choice.message.content or "", choice.finish_reason or "stop"
+            usage = _usage(completion.usage.model_dump() if completion.usage else None)
             raw_calls = [
                 (call.id, call.function.name, call.function.arguments)
                 for call in choice.message.tool_calls or []
                 if call.type == "function"
             ]
         calls = [ToolCall(id=id_, name=name, args=parse_arguments(name, raw)) for id_, name, raw in raw_calls]
-        return ProviderChatResponse(content=content, tool_calls=calls, finish_reason=finish_reason)
+        return ProviderChatResponse(content=content, tool_calls=calls, finish_reason=finish_reason, usage=usage)
 
     async def stream(self, params: ProviderChatParams) -> AsyncIterator[StreamItem]:
         text: list[str] = []
         partial_calls: dict[int, dict[str, str]] = {}
         finish_reason = None
+        usage: Usage | None = None
         async with self._errors(text):
             # The SDK's transport, SSE decoding and errors, but each chunk as the plain JSON it is: building a typed
             # object per chunk took a third of a busy process's time (docs/benchmarks.md). A chunk of the wrong
@@ -180,6 +195,8 @@ class OpenAICompatibleProvider:
             )
             try:
                 async for chunk in stream:
+                    # Asked for, the usage comes in a last chunk of its own (with no choices), or in the last one.
+                    usage = _usage(chunk.get("usage")) or usage
                     if not chunk.get("choices"):
                         continue
                     choice = chunk["choices"][0]
@@ -213,4 +230,4 @@ class OpenAICompatibleProvider:
                     args=parse_arguments(partial["name"], partial["arguments"]),
                 )
             )
-        yield ProviderChatResponse(content="".join(text), tool_calls=calls, finish_reason=finish_reason)
+        yield ProviderChatResponse(content="".join(text), tool_calls=calls, finish_reason=finish_reason, usage=usage)

@@ -23,6 +23,7 @@ export class Composer {
     this.attachButton = document.getElementById("attach");
     this.runStatus = document.getElementById("run-status");
     this.running = false;
+    this.onUpdate = null; // told whenever what can be used changes
     this.pendingSend = null; // {clientId, content, uploads} until the message comes back or is refused
     this.bind();
   }
@@ -40,6 +41,9 @@ export class Composer {
     });
     this.input.addEventListener("input", () => this.autosize());
     this.stopButton.addEventListener("click", () => this.stop());
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && this.running && !event.target.closest?.(".edit-form, dialog, details")) this.stop();
+    });
   }
 
   autosize() {
@@ -52,15 +56,21 @@ export class Composer {
     this.sendButton.disabled = this.archived || !this.socket.connected || uploading;
     this.input.disabled = this.archived || this.socket.refused;
     this.attachButton.disabled = this.archived || this.socket.refused;
+    // While the agent works, Stop takes Send's place.
+    this.sendButton.hidden = this.running;
     this.stopButton.hidden = !this.running;
     this.runStatus.hidden = !this.running;
     this.form.classList.toggle("running", this.running);
+    this.onUpdate?.();
   }
 
   setRunning(running) {
+    // Send and Stop swap places: the focus on the one that goes moves to the message box, not to the page.
+    const swapped = document.activeElement === (running ? this.sendButton : this.stopButton);
     this.running = running;
     if (!running) this.stopButton.disabled = false;
     this.update();
+    if (swapped && !this.input.disabled) this.input.focus();
   }
 
   send() {
@@ -115,4 +125,5 @@ export class Composer {
   stop() {
     if (this.socket.send({ type: "cancel" })) this.stopButton.disabled = true;
   }
+
 }

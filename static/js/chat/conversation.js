@@ -22,7 +22,7 @@ export class Conversation {
       const meta = document.querySelector('.side-list a[aria-current="page"] .meta');
       if (meta) {
         const count = conversation.message_count;
-        meta.querySelector(".count").textContent = fill(ngettext("%(count)s message", "%(count)s messages", count), { count });
+        meta.querySelector(".count").textContent = fill(ngettext("%(count)s question", "%(count)s questions", count), { count });
         meta.querySelector("time")?.setAttribute("datetime", conversation.updated_at);
         localizeTimes(meta);
       }

@@ -52,25 +52,46 @@ export function demoNote(node) {
   });
 }
 
-export const iterationLimitText = () => gettext("The agent stopped: it reached the maximum number of steps for one answer.");
+/** How an answer that did not end well says so under it: "limit", "interrupted", "failed", or "" for none. The
+ * answer the agent stores when it used all of its steps is marked: the page says so in the reader's language, on
+ * the answer's status line, instead of showing the agent's words. */
+export function answerEnding(message) {
+  if (message.status === "interrupted" && message.metadata?.stop === "step_limit") return "limit";
+  return message.status === "interrupted" || message.status === "failed" ? message.status : "";
+}
 
 export class Notices {
   constructor(node) {
     this.node = node;
   }
 
-  /** Shows `text` (kind: info or error) once, at the end; at most four at a time. */
-  show(text, kind) {
-    const existing = Array.from(this.node.children).find((item) => item.dataset.text === text);
-    existing?.remove();
+  /**
+   * Shows `text` (kind: info or error) at the end, in place of an older notice about the same `topic` (an error or
+   * notice code, or by default the same words); at most four at a time.
+   */
+  show(text, kind, topic = text) {
+    this.dismiss(topic);
     const item = clone("notice");
     item.className = `notice notice-${kind}`;
     item.setAttribute("role", kind === "error" ? "alert" : "status");
-    item.dataset.text = text;
+    item.dataset.topic = topic;
+    item.dataset.kind = kind;
     item.querySelector("span").textContent = text;
     item.querySelector(".dismiss").addEventListener("click", () => item.remove());
     this.node.append(item);
     while (this.node.children.length > 4) this.node.firstElementChild.remove();
+  }
+
+  /** Takes away the notice about `topic` (only when it is of `kind`, if given). */
+  dismiss(topic, kind) {
+    for (const item of this.node.children) {
+      if (item.dataset.topic === topic && (!kind || item.dataset.kind === kind)) item.remove();
+    }
+  }
+
+  /** The notices of one part of the page, all about one topic: each replaces the one before. */
+  about(topic) {
+    return { show: (text, kind) => this.show(text, kind, topic), clear: () => this.clear() };
   }
 
   clear() {

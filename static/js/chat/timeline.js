@@ -2,21 +2,23 @@
 // (those `ready` already covered are dropped), as messages, streaming answers and, through the other modules,
 // tool cards, confirmations, notices and the composer's state.
 
+import { decorateMarkdown } from "./code-blocks.js";
 import { appendEntry, clone, findBy, setSanitizedHTML } from "./dom.js";
 import { pretty } from "./format.js";
 import { gettext } from "./i18n.js";
 import { admit, answerAfter, finishedAnswer, outcomeState, seenFromReady, shownAnswer } from "./live.js";
-import { iterationLimitText, noticeText } from "./notices.js";
+import { answerEnding, noticeText } from "./notices.js";
+import { streamedText, streamText } from "./streaming.js";
 
 const HISTORY_PAGE_SIZE = 500;
 
 /** An answer on the page as live.js sees it: {status, text}, or null. */
 function answerOf(item) {
-  return item ? { status: item.dataset.status, text: item.querySelector(".msg-body").textContent } : null;
+  return item ? { status: item.dataset.status, text: streamedText(item.querySelector(".msg-body")) } : null;
 }
 
 export class Timeline {
-  constructor(list, { historyUrl, cards, confirmations, composer, uploads, notices, conversation, onError }) {
+  constructor(list, { historyUrl, cards, confirmations, composer, uploads, notices, conversation, onError, onChange }) {
     this.list = list;
     this.historyUrl = historyUrl;
     this.cards = cards;
@@ -26,6 +28,7 @@ export class Timeline {
     this.notices = notices;
     this.conversation = conversation;
     this.onError = onError;
+    this.onChange = onChange;
     this.syncing = false; // between `ready` and the end of its history check: frames wait in the queue
     this.queue = [];
     this.seen = null; // {runId, seq}: the newest run frame applied
@@ -54,7 +57,7 @@ export class Timeline {
     this.composer.setRunning(Boolean(run));
     if (run && run.message_id) {
       const bubble = this.streamingBubble(run.message_id);
-      bubble.body.textContent = run.content || "";
+      streamText(bubble.body, run.content || "");
       bubble.item.classList.toggle("thinking", !run.content);
     }
     if (!run) this.finishStreaming();
@@ -67,6 +70,7 @@ export class Timeline {
     this.queue = [];
     for (const item of queued) this.apply(item);
     this.composer.update();
+    this.onChange();
     this.scrollToEnd(true);
   }
 
@@ -97,7 +101,7 @@ export class Timeline {
       if (!response.ok) throw new Error(String(response.status));
       return response.json();
     };
-    const last = await get(`${this.historyUrl}?page=last&page_size=${HISTORY_PAGE_SIZE}`);
+    const last = await get(`${this.historyUrl}?page=last&page_size=${HISTORY_PAGE_SIZE}&include_superseded=false`);
     let messages = last.results || [];
     if (last.previous && messages.length < Math.min(last.count, HISTORY_PAGE_SIZE)) {
       const previous = await get(last.previous);
@@ -146,13 +150,12 @@ export class Timeline {
         break;
       case "notice":
         if (frame.message_id) this.restartAnswer(frame);
-        this.notices.show(noticeText(frame.code), "info");
+        this.notices.show(noticeText(frame.code), "info", frame.code);
         break;
       case "run_finished":
         this.composer.setRunning(false);
         this.finishStreaming();
         this.conversation.refresh();
-        if (frame.status === "iteration_limit") this.notices.show(iterationLimitText(), "info");
         break;
       case "error":
         this.onError(frame.code, frame.message);
@@ -160,6 +163,7 @@ export class Timeline {
       default:
         break;
     }
+    this.onChange();
     this.scrollToEnd();
   }
 
@@ -176,6 +180,13 @@ export class Timeline {
   }
 
   renderMessage(message, clientId) {
+    if (message.superseded) {
+      // Replaced by a regenerated answer or an edited question: the page shows the live branch.
+      (message.role === "tool" ? this.cards.find(message.tool_call_id) : this.findMessage(message.id))?.remove();
+      for (const call of message.tool_calls || []) this.cards.find(call.id)?.remove();
+      if (message.tool_call_id) this.confirmations.remove(message.tool_call_id);
+      return;
+    }
     if (message.role === "user") {
       if (this.findMessage(message.id)) return;
       const item = clone("user-message");
@@ -192,6 +203,7 @@ export class Timeline {
       card.dataset.resultId = message.id;
       this.cards.setOutput(card, pretty(message.content));
       this.cards.setState(card, outcomeState(message.outcome));
+      if (message.decision) this.cards.setDecision(card, message.decision);
       this.confirmations.remove(message.tool_call_id);
     }
     this.composer.echoed(clientId);
@@ -228,17 +240,20 @@ export class Timeline {
       item.classList.remove("thinking");
       const body = item.querySelector(".msg-body");
       if (shown.status === "streaming") {
-        body.className = "msg-body streaming";
-        body.textContent = shown.text;
+        body.className = "msg-body markdown streaming";
+        streamText(body, shown.text);
       } else {
         item.removeAttribute("aria-busy");
         body.className = "msg-body markdown";
-        setSanitizedHTML(body, message.html || "");
+        const ending = answerEnding(message);
+        setSanitizedHTML(body, ending === "limit" ? "" : message.html || "");
+        decorateMarkdown(body);
         item.querySelector(".msg-status")?.remove();
-        if (shown.status === "interrupted" || shown.status === "failed") {
-          const status = clone(`status-${shown.status}`);
-          status.querySelector(".msg-error").textContent = message.error || "";
-          item.querySelector(".bubble").append(status);
+        if (ending) {
+          const status = clone(`status-${ending}`);
+          const error = status.querySelector(".msg-error");
+          if (error) error.textContent = message.error || "";
+          item.querySelector(".msg-actions").before(status);
         }
       }
     }
@@ -267,8 +282,7 @@ export class Timeline {
     const after = answerAfter(before, frame);
     if (after === before) return; // the answer is final: late tokens change nothing
     item.classList.remove("thinking");
-    if (after.text.startsWith(before.text)) body.append(document.createTextNode(after.text.slice(before.text.length)));
-    else body.textContent = after.text;
+    streamText(body, after.text);
   }
 
   /** The model was asked again: the text it had streamed for this answer is dropped. */
@@ -277,7 +291,7 @@ export class Timeline {
     if (!item) return;
     const before = answerOf(item);
     const after = answerAfter(before, frame);
-    if (after.text !== before.text) item.querySelector(".msg-body").textContent = after.text;
+    if (after.text !== before.text) streamText(item.querySelector(".msg-body"), after.text);
   }
 
   /** After a run: answers that never got a word go; any still marked streaming is final as it stands. */

@@ -1,7 +1,9 @@
-// Tool cards: one per call, found by its id or drawn from the server's partial, with its state, input and output.
+// Tool cards: one per call, found by its id or drawn from the server's partial, with its state, input and output,
+// and for a call that went to its owner, the record of what they decided.
 
-import { appendEntry, clone, findBy } from "./dom.js";
+import { appendEntry, clone, findBy, localizeTimes } from "./dom.js";
 import { pretty } from "./format.js";
+import { gettext } from "./i18n.js";
 
 export class ToolCards {
   constructor(list) {
@@ -50,5 +52,37 @@ export class ToolCards {
       this.labels = new Map(Array.from(template.querySelectorAll("[data-state]"), (node) => [node.dataset.state, node.textContent.trim()]));
     }
     return this.labels.get(state) ?? this.labels.get("running");
+  }
+
+  /**
+   * The record of the owner's decision (`decision` as the history API gives it), from the empty records of
+   * <template id="tpl-decisions">. A record already on the card is filled anew, not replaced, so the focus it
+   * holds stays.
+   */
+  setDecision(card, decision) {
+    const variant = decision.status === "rejected" && decision.reason ? "rejected-reason" : decision.status;
+    const empty = document.getElementById("tpl-decisions").content.querySelector(`[data-decision="${CSS.escape(variant)}"]`);
+    if (!empty) return null;
+    const record = empty.cloneNode(true);
+    const who = record.querySelector(".decision-who");
+    if (who) who.textContent = decision.decided_by || gettext("someone");
+    const when = record.querySelector(".decision-when");
+    if (when && decision.decided_at) {
+      when.setAttribute("datetime", decision.decided_at);
+      when.textContent = decision.decided_at;
+      localizeTimes(record);
+    }
+    const reason = record.querySelector(".decision-reason");
+    if (reason) reason.textContent = decision.reason;
+    const args = record.querySelector(".decision-args");
+    if (args) args.textContent = pretty(decision.args ?? {});
+    const shown = card.querySelector(".tool-decision");
+    if (!shown) {
+      card.querySelector(".tool-head").after(record);
+      return record;
+    }
+    shown.dataset.decision = variant;
+    shown.replaceChildren(...record.childNodes);
+    return shown;
   }
 }

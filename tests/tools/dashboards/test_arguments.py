@@ -40,12 +40,12 @@ from tools.registry import ToolArgumentsError, registry
         (
             "deploy_dashboard",
             {"dashboard_id": 3, "environment": "moon"},
-            "environment: unknown environment 'moon'; use one of: staging, production",
+            'environment: must be one of staging, production, not "moon"',
         ),
         (
             "deploy_dashboard",
             {"dashboard_id": 3, "environment": 1},
-            "environment: expected 'staging' or 'production', got 1",
+            "environment: must be one of staging, production, not 1",
         ),
         ("commit_changes", {"dashboard_id": 3, "message": 42}, "message: expected a string, got 42"),
         (

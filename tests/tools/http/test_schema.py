@@ -74,7 +74,7 @@ def test_a_json_body_s_properties_are_arguments_beside_the_path_ones(tools):
         ("billing_getInvoice", {"invoice_id": True}, "invoice_id: expected a whole number, got true"),
         ("billing_getInvoice", {"invoice_id": 7.0}, "invoice_id: expected a whole number, got 7.0"),
         ("billing_getInvoice", {"invoice_id": 7, "owner": "x"}, "owner: unknown argument (known: invoice_id)"),
-        ("billing_listInvoices", {"status": "void"}, "status: expected 'open' or 'paid', got \"void\""),
+        ("billing_listInvoices", {"status": "void"}, 'status: must be one of open, paid, not "void"'),
         ("billing_listInvoices", {"limit": 0}, "limit: Input should be greater than or equal to 1"),
         ("billing_listInvoices", {"limit": "5"}, 'limit: expected a whole number, got "5"'),
         ("billing_listInvoices", {"tag": "a"}, 'tag: expected a list, got "a"'),
@@ -339,10 +339,10 @@ def test_nested_objects_follow_the_service_s_additional_properties_and_enums_the
             tool.validate(args)
         return str(caught.value).removeprefix("Invalid arguments for billing_addJob: ")
 
-    assert refusal({"priority": True}) == "priority: expected 1, 2 or 3, got true"
-    assert refusal({"priority": 2.0}) == "priority: expected 1, 2 or 3, got 2.0"
-    assert refusal({"priority": "2"}) == 'priority: expected 1, 2 or 3, got "2"'
-    assert refusal({"priority": 1, "urgent": 1}) == "urgent: expected True, got 1"
+    assert refusal({"priority": True}) == "priority: must be one of 1, 2, 3, not true"
+    assert refusal({"priority": 2.0}) == "priority: must be one of 1, 2, 3, not 2.0"
+    assert refusal({"priority": "2"}) == 'priority: must be one of 1, 2, 3, not "2"'
+    assert refusal({"priority": 1, "urgent": 1}) == "urgent: must be true, not 1"
     assert (
         refusal({"priority": 1, "owner": {"name": "Ann", "email": "a@x"}}) == "owner.email: unknown key (known: name)"
     )

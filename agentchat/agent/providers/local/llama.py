@@ -139,6 +139,7 @@ def evaluate(llm: Llama, tokens: list[int], watch: Watch, *, keep: int = 0) -> N
     """
     if len(tokens) >= llm.n_ctx():
         raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llm.n_ctx()}")
+    watch.prompt_tokens = max(watch.prompt_tokens, len(tokens))
     cached = llm.input_ids[: llm.n_tokens]
     kept, most = 0, min(len(cached), len(tokens) - 1)
     while kept < most and cached[kept] == tokens[kept]:
@@ -216,4 +217,6 @@ def generate(
         close = getattr(chunks, "close", None)  # frees llama.cpp's generation state at once on an early stop
         if close is not None:
             close()
-    return "".join(pieces), finish_reason
+    text = "".join(pieces)
+    watch.completion_tokens += len(llm.tokenize(text.encode(), add_bos=False)) if text else 0
+    return text, finish_reason

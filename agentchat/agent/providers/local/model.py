@@ -120,6 +120,8 @@ class Watch:
     def __init__(self, stop: threading.Event, timeout: float):
         self.stop = stop
         self.timeout = timeout
+        # What the answer cost: the longest prompt read, and the tokens written.
+        self.prompt_tokens = self.completion_tokens = 0
         self.progressed()
 
     def progressed(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -10,7 +11,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING
 
 from ...prompts import build_system_prompt
-from ..base import ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta
+from ..base import ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta, Usage
 from . import answers
 from .chatml import chat_prompt, prompt_tokens, to_chatml_messages
 from .llama import TEXT_SAMPLING, evaluate, generate
@@ -92,7 +93,9 @@ class LocalProvider:
         try:
             with exclusive_use(watch):
                 # Emitted before the lock is released, so concurrent streams never interleave.
-                emit(self._answer(params, emit, watch))
+                answer = self._answer(params, emit, watch)
+                usage: Usage = {"prompt_tokens": watch.prompt_tokens, "completion_tokens": watch.completion_tokens}
+                emit(dataclasses.replace(answer, usage=usage))
         except Stopped:
             return
         except ProviderError as error:

@@ -1,0 +1,51 @@
+"""Token frames of one run: the first at once, the next ones gathered, nothing lost or reordered."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentchat.agent import events as ev
+from conversations.runs import coalesce
+from conversations.runs.coalesce import read_ahead
+
+
+def token(seq: int, delta: str) -> ev.Token:
+    return ev.Token(run_id="r", seq=seq, delta=delta)
+
+
+async def test_the_first_token_goes_alone_and_the_next_wait_to_go_together():
+    first_sent = asyncio.Event()
+
+    async def model():
+        yield token(1, "He")
+        await first_sent.wait()
+        for seq, delta in enumerate(["llo", ", ", "wor", "ld"], start=2):
+            await asyncio.sleep(0)
+            yield token(seq, delta)
+        yield ev.RunFinished(run_id="r", seq=6, status="completed")
+
+    frames = []
+    async for event in read_ahead(model()):
+        frames.append(event)
+        first_sent.set()
+
+    assert [getattr(event, "delta", event.type) for event in frames] == ["He", "llo, world", "run_finished"]
+    assert frames[1].seq == 2  # a gathered frame keeps its first token's place
+
+
+async def test_without_an_interval_each_token_that_comes_alone_goes_alone(monkeypatch):
+    monkeypatch.setattr(coalesce, "TOKEN_INTERVAL", 0)
+    handled = asyncio.Event()
+
+    async def model():
+        for seq, delta in enumerate(["a", "b", "c"], start=1):
+            yield token(seq, delta)
+            await handled.wait()
+            handled.clear()
+
+    deltas = []
+    async for event in read_ahead(model()):
+        deltas.append(event.delta)
+        handled.set()
+
+    assert deltas == ["a", "b", "c"]
