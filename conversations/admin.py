@@ -282,7 +282,8 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         arguments = " → ".join(_json(data[key]) for key in ("args", "edited_args") if data.get(key) is not None)
         rest = " · ".join(
             f"{key}: {value if isinstance(value, str) else _json(value)}"
-            for key, value in data.items()
+            # In the order of their names: PostgreSQL keeps no order of a JSON object's keys.
+            for key, value in sorted(data.items())
             if key not in ("tool", "args", "edited_args") and not key.endswith("_id") and value not in ("", None)
         )
         parts = [format_html("<code>{}</code>", data["tool"]) if data.get("tool") else "", arguments, rest]
