@@ -63,7 +63,7 @@ def test_the_list_newest_first_with_counts_search_and_archive_filter(alice, bob,
     assert f'action="/c/{old.pk}/restore/"' in archived and f'action="/c/{old.pk}/rename/"' in archived
 
     nothing = alice_client.get("/?q=zzz").content.decode()
-    assert "No conversation has “zzz” in its title." in nothing
+    assert "No conversation has “zzz” in its title or its messages." in nothing
 
 
 def test_a_new_conversation_begins_with_its_first_message(alice, alice_client):
