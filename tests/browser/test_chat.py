@@ -143,6 +143,7 @@ def test_markdown_code_tables_and_lists_on_a_phone(browser, server, signed_in, c
     expect(body.locator("table tr")).to_have_count(3)
     expect(body.locator("pre code")).to_have_text("print('hello')\n")
     expect(body.locator("ol li")).to_have_count(2)
+    expect(phone.get_by_role("button", name="Send")).to_be_visible()  # the run has ended: Send is back from Stop
     # Nothing is wider than the screen but the table and code, which scroll inside themselves.
     width = phone.evaluate("() => document.documentElement.scrollWidth")
     assert width <= 390, width
