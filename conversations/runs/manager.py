@@ -158,7 +158,13 @@ class RunManager:
         await self._start(LiveRun(run_id=str(run_id), conversation=conversation, user=user, after_decision=True))
 
     async def cancel(self, conversation: Conversation) -> None:
-        await self.control.cancel(conversation)
+        """Stop the conversation's live run: at once when it runs in this process (the gate allows it nowhere
+        else then), through the control plane otherwise."""
+        here = [run for run in self.live.values() if run.conversation.pk == conversation.pk]
+        for run in here:
+            run.stop()
+        if not here:
+            await self.control.cancel(conversation)
 
     async def request_snapshot(self, conversation: Conversation, reply_to: str) -> None:
         await self.control.request_snapshot(conversation, reply_to)
