@@ -25,6 +25,8 @@ class LiveRun:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     # False once the run's outcome is decided: a late cancel must not interrupt its clean-up.
     cancellable: bool = True
+    # True once its task is inside the part that handles a cancel: cancelled before, it would end without a word.
+    driving: bool = False
     after_decision: bool = False
     # Its first steps, when they were taken with the message that started it (db.accept_turn).
     begun: Any = None

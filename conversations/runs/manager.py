@@ -159,8 +159,9 @@ class RunManager:
 
     async def cancel(self, conversation: Conversation) -> None:
         """Stop the conversation's live run: at once when it runs in this process (the gate allows it nowhere
-        else then), through the control plane otherwise."""
-        here = [run for run in self.live.values() if run.conversation.pk == conversation.pk]
+        else then), through the control plane otherwise, or when its task has not begun (its listener, which it
+        starts first, then finds the cancel waiting)."""
+        here = [run for run in self.live.values() if run.conversation.pk == conversation.pk and run.driving]
         for run in here:
             run.stop()
         if not here:
@@ -185,6 +186,7 @@ class RunManager:
         helpers = [asyncio.create_task(recorder.keep_alive()), asyncio.create_task(recorder.flush_periodically())]
         status, error = "failed", ""
         try:
+            run.driving = True
             decided, waiting, run.message_id, inputs = run.begun or await db.begin(
                 conversation, run.user, run.run_id, run.after_decision, self.registry
             )

@@ -47,7 +47,9 @@ class Recorder:
             "text": json.dumps({**frame, "run_id": run.run_id, "seq": seq}),
         }
         try:
-            await get_channel_layer().group_send(conversation_group(run.conversation.pk), event)
+            # Shielded: a Stop that lands here must not cut a send midway, which would leave channels_redis's
+            # connection in a state that holds up the run's next frames.
+            await asyncio.shield(get_channel_layer().group_send(conversation_group(run.conversation.pk), event))
         except Exception:
             run.frames_lost += 1
             if run.frames_lost == 1:
