@@ -1,9 +1,11 @@
-"""One error shape for every HTTP answer: {"error": "<human sentence>", "code": "<MACHINE_CODE>", ...}."""
+"""One error shape for every HTTP answer: {"error": "<human sentence>", "code": "<MACHINE_CODE>", ...}, the sentence in
+the language LocaleMiddleware chose for the request."""
 
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, JsonResponse
+from django.utils.translation import gettext as _
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -11,6 +13,7 @@ from rest_framework.views import exception_handler
 from rest_framework_simplejwt.exceptions import InvalidToken
 
 from agentchat.agent.providers import ProviderError, ProviderNotConfigured
+from agentchat.sentences import translate
 from tools.documents.exceptions import DocumentError
 
 CODES: list[tuple[type[Exception], str]] = [
@@ -54,15 +57,18 @@ def _sentence(detail) -> str:
 def _token_sentence(exc: InvalidToken) -> str:
     text = str(exc.detail)
     if "expired" in text:
-        return "The token has expired. Sign in again or refresh it."
-    return "The token is not valid. Sign in again."
+        return _("The token has expired. Sign in again or refresh it.")
+    return _("The token is not valid. Sign in again.")
 
 
 def _provider_error(exc: ProviderError) -> ApiError:
     if isinstance(exc, ProviderNotConfigured):
-        return ApiError(exc.message, code="PROVIDER_ERROR", status_code=status.HTTP_502_BAD_GATEWAY)
+        return ApiError(translate(exc.message), code="PROVIDER_ERROR", status_code=status.HTTP_502_BAD_GATEWAY)
     return ApiError(
-        "LLM provider error", code="PROVIDER_ERROR", status_code=status.HTTP_502_BAD_GATEWAY, detail=exc.message
+        _("LLM provider error"),
+        code="PROVIDER_ERROR",
+        status_code=status.HTTP_502_BAD_GATEWAY,
+        detail=translate(exc.message),
     )
 
 
@@ -70,7 +76,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ProviderError):
         exc = _provider_error(exc)
     elif isinstance(exc, DocumentError):
-        exc = ApiError(exc.message, code=exc.code, status_code=exc.status, **exc.extra)
+        exc = ApiError(translate(exc.message), code=exc.code, status_code=exc.status, **exc.extra)
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -85,9 +91,9 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         if isinstance(exc, InvalidToken):
             message = _token_sentence(exc)
         elif isinstance(exc, exceptions.NotFound):
-            message = "Not found."
+            message = _("Not found.")
         elif isinstance(exc, exceptions.ValidationError) and isinstance(exc.detail, dict):
-            message = "The request is not valid. " + _sentence(exc.detail)
+            message = _("The request is not valid. %(problems)s") % {"problems": _sentence(exc.detail)}
         else:
             message = _sentence(exc.detail)
         body = {"error": message, "code": code}
@@ -103,11 +109,11 @@ def wants_json(request) -> bool:
 
 def not_found(request, exception=None):
     if wants_json(request):
-        return JsonResponse({"error": "Not found.", "code": "NOT_FOUND"}, status=404)
+        return JsonResponse({"error": _("Not found."), "code": "NOT_FOUND"}, status=404)
     return defaults.page_not_found(request, exception)
 
 
 def server_error(request):
     if wants_json(request):
-        return JsonResponse({"error": "Something went wrong on our side.", "code": "SERVER_ERROR"}, status=500)
+        return JsonResponse({"error": _("Something went wrong on our side."), "code": "SERVER_ERROR"}, status=500)
     return defaults.server_error(request)

@@ -1,5 +1,5 @@
-"""The channel layer of a single process (no Redis): Channels' in-memory layer, at a cost per message that does not
-grow with the number of sockets."""
+"""The channel layers: for a single process (no Redis), Channels' in-memory layer, at a cost per message that does
+not grow with the number of sockets; for several, channels_redis's, whose group sends a cancel cannot cut."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import time
 
 from channels.layers import InMemoryChannelLayer
+from channels_redis.core import RedisChannelLayer as ChannelsRedisLayer
 
 # Expired messages and group memberships are swept at most this often, not on every send and receive.
 SWEEP_INTERVAL = 1.0
@@ -43,3 +44,12 @@ class LocalChannelLayer(InMemoryChannelLayer):
             except asyncio.QueueFull:
                 # As in Channels' layer: a socket this far behind loses the message, not the sender.
                 continue
+
+
+class RedisChannelLayer(ChannelsRedisLayer):
+    """channels_redis's layer. A group send makes several round trips to Redis; a cancel landing between them (a
+    Stop, as a run sends a frame) would leave the connection holding up the next sends, so it is carried through.
+    The in-memory layer needs no such care: its sends never wait."""
+
+    async def group_send(self, group, message):
+        await asyncio.shield(super().group_send(group, message))

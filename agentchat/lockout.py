@@ -18,6 +18,7 @@ from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import ngettext
 from rest_framework import exceptions, status
 from rest_framework_simplejwt.serializers import TokenObtainPairSerializer as SimpleJWTTokenObtainPairSerializer
 
@@ -108,7 +109,12 @@ def _retry_after(wait: timedelta) -> int:
 def locked_out_error(wait: timedelta) -> ApiError:
     minutes = _minutes(wait)
     error = ApiError(
-        f"Too many failed sign-ins. Try again in {minutes} minute{'' if minutes == 1 else 's'}.",
+        ngettext(
+            "Too many failed sign-ins. Try again in %(minutes)s minute.",
+            "Too many failed sign-ins. Try again in %(minutes)s minutes.",
+            minutes,
+        )
+        % {"minutes": minutes},
         code="RATE_LIMITED",
         status_code=status.HTTP_429_TOO_MANY_REQUESTS,
     )

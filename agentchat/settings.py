@@ -93,6 +93,14 @@ def env_database(name: str, default: str) -> dict:
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
         }
+    elif config["ENGINE"] == "django.db.backends.postgresql":
+        # Each trip to the database borrows a connection and gives it back (Django's own pool over psycopg_pool):
+        # opening one would cost more than most trips, and persistent connections do not suit ASGI's threads. A
+        # connection is checked as it is lent; while the server is unreachable, a trip waits for it to come back
+        # for up to DATABASE_POOL_TIMEOUT, then fails.
+        pool = {"min_size": 2, "max_size": 16, "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0)}
+        config["OPTIONS"] = {**config.get("OPTIONS", {}), "pool": pool}
+        config["CONN_HEALTH_CHECKS"] = True
     return config
 
 
@@ -136,6 +144,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
     VAR_DIR.mkdir(exist_ok=True)
 
+# Threads per process for the sockets' and runs' database work: a trip to PostgreSQL mostly waits for the server.
+DATABASE_THREADS = env_int("DATABASE_THREADS", 1 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 8)
+
 REDIS_URL = env_redis_url("REDIS_URL")
 if REDIS_URL:
     from redis.asyncio.retry import Retry
@@ -143,7 +154,7 @@ if REDIS_URL:
 
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "agentchat.layers.RedisChannelLayer",
             "CONFIG": {
                 "hosts": [
                     {
@@ -236,6 +247,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "django.forms",
     "channels",
     "rest_framework",
     "rest_framework_simplejwt",
@@ -287,6 +299,8 @@ TEMPLATES = [
         },
     },
 ]
+# Widgets are drawn from TEMPLATES, so that templates/ can fix one of the admin's (admin/widgets/).
+FORM_RENDERER = "django.forms.renderers.TemplatesSetting"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -88,7 +88,7 @@ class MessageInline(MessageReadouts, ReadOnlyAdminMixin, admin.TabularInline):
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):
     list_display = ["__str__", "owner", "message_count", "is_archived", "updated_at", "created_at"]
-    list_filter = ["is_archived", "created_at"]
+    list_filter = ["is_archived", "is_draft", "created_at"]
     search_fields = ["title", "owner__username", "id"]
     list_select_related = ["owner"]
     readonly_fields = [
@@ -96,6 +96,7 @@ class ConversationAdmin(admin.ModelAdmin):
         "owner",
         "is_archived",
         "archived_at",
+        "is_draft",
         "created_at",
         "updated_at",
         "active_run_id",

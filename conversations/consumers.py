@@ -9,13 +9,17 @@ import json
 import logging
 import time
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 from channels.consumer import get_handler_name
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils import translation
+from django.utils.functional import Promise
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, gettext_noop
 from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.settings import api_settings as jwt_settings
 from rest_framework_simplejwt.tokens import AccessToken
@@ -25,6 +29,7 @@ from .exceptions import AccessRefused, ChatError, Invalid
 from .models import AuditEvent
 from .ratelimit import SlidingWindow
 from .runs import confirmation_frame, conversation_group
+from .runs.db import database_sync_to_async
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +58,13 @@ CLOSE_SERVER_ERROR = 4500
 CHECKED_FIRST = {"confirm"}
 # Why a socket's user may no longer act (selectors.socket_access), as the socket is told and closed.
 REFUSALS = {
-    "gone": ("AUTH_REQUIRED", "This account no longer exists.", CLOSE_UNAUTHENTICATED),
-    "signed_out": ("AUTH_REQUIRED", "Your session has ended. Sign in again.", CLOSE_UNAUTHENTICATED),
-    "inactive": ("FORBIDDEN", "This account has been deactivated.", CLOSE_FORBIDDEN),
+    "gone": ("AUTH_REQUIRED", gettext_lazy("This account no longer exists."), CLOSE_UNAUTHENTICATED),
+    "signed_out": ("AUTH_REQUIRED", gettext_lazy("Your session has ended. Sign in again."), CLOSE_UNAUTHENTICATED),
+    "inactive": ("FORBIDDEN", gettext_lazy("This account has been deactivated."), CLOSE_FORBIDDEN),
     # Other permissions than the socket opened with, given or taken away: a reloaded page matches them.
     "permissions": (
         "FORBIDDEN",
-        "Your permissions have changed. Reload the page to continue with them.",
+        gettext_lazy("Your permissions have changed. Reload the page to continue with them."),
         CLOSE_FORBIDDEN,
     ),
 }
@@ -67,7 +72,7 @@ REFUSALS = {
 
 @database_sync_to_async
 def _user_from_token(raw: str):
-    """The active user a valid access token names, and the token's expiry (a Unix time)."""
+    """The active user a valid access token names, and the token's expiry (a Unix time); or why not, in English."""
     try:
         token = AccessToken(raw)
     except TokenError as exc:
@@ -76,7 +81,7 @@ def _user_from_token(raw: str):
         get_user_model().objects.filter(**{jwt_settings.USER_ID_FIELD: token.get(jwt_settings.USER_ID_CLAIM)}).first()
     )
     if user is None or not user.is_active:
-        return None, "The account is not active."
+        return None, gettext_noop("The account is not active.")
     return (user, token["exp"]), ""
 
 
@@ -112,19 +117,30 @@ def _audit_auth_failure(reason: str, path: str) -> None:
     services.audit_record(kind=AuditEvent.Kind.AUTH_FAILED, data={"reason": reason, "path": path, "via": "websocket"})
 
 
+def page_language(scope) -> str:
+    """The language of the page that opened the socket, chosen as LocaleMiddleware chooses a request's: the language
+    cookie, then Accept-Language, then LANGUAGE_CODE."""
+    accept = dict(scope.get("headers", [])).get(b"accept-language", b"").decode("latin-1")
+    handshake = SimpleNamespace(COOKIES=scope.get("cookies", {}), META={"HTTP_ACCEPT_LANGUAGE": accept})
+    return translation.get_language_from_request(handshake)
+
+
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def __call__(self, scope, receive, send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        except Exception:
-            # Most often the channel layer failing (Redis restarting): the socket's group is gone with it and it
-            # would hear nothing more. Closed at once, the page reconnects and loads what it missed.
-            logger.exception("chat socket closed after an error")
+        # Every handler speaks the page's language, and so does each run a handler starts: its task copies this
+        # context (docs/protocol.md#language).
+        with translation.override(page_language(scope)):
             try:
-                await send({"type": "websocket.close", "code": CLOSE_SERVER_ERROR})  # failing, the server closes it
-            finally:
-                with contextlib.suppress(Exception):
-                    await self.disconnect(CLOSE_SERVER_ERROR)
+                await super().__call__(scope, receive, send)
+            except Exception:
+                # Most often the channel layer failing (Redis restarting): the socket's group is gone with it and it
+                # would hear nothing more. Closed at once, the page reconnects and loads what it missed.
+                logger.exception("chat socket closed after an error")
+                try:
+                    await send({"type": "websocket.close", "code": CLOSE_SERVER_ERROR})  # failing, the server closes
+                finally:
+                    with contextlib.suppress(Exception):
+                        await self.disconnect(CLOSE_SERVER_ERROR)
 
     async def dispatch(self, message) -> None:
         # Channels closes stale database connections before every handler, in its one database thread: for each
@@ -152,7 +168,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if user is not None and user.is_authenticated:
             await self._authenticated(user, self.scope["session"].session_key)
         else:
-            self.timers.append(asyncio.create_task(self._close_after(AUTH_TIMEOUT, "Sign in within 10 seconds.")))
+            self.timers.append(asyncio.create_task(self._close_after(AUTH_TIMEOUT, _("Sign in within 10 seconds."))))
 
     async def disconnect(self, code) -> None:
         for timer in self.timers:
@@ -170,21 +186,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         size = len(text_data.encode()) if text_data is not None else len(bytes_data or b"")
         if size > MAX_FRAME_BYTES:
-            await self._error("TOO_LARGE", "Frames may be at most 1 MiB.")
+            await self._error("TOO_LARGE", _("Frames may be at most 1 MiB."))
             return
         if text_data is None:
-            await self._error("INVALID", "Frames are JSON text, not binary.")
+            await self._error("INVALID", _("Frames are JSON text, not binary."))
             return
         if not self.frames.allow():
-            await self._error("RATE_LIMITED", "Too many frames. Slow down.")
+            await self._error("RATE_LIMITED", _("Too many frames. Slow down."))
             return
         try:
             frame = json.loads(text_data)
         except (ValueError, RecursionError):
-            await self._error("INVALID", "The frame is not valid JSON.")
+            await self._error("INVALID", _("The frame is not valid JSON."))
             return
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-            await self._error("INVALID", 'Every frame is a JSON object with a "type".')
+            await self._error("INVALID", _('Every frame is a JSON object with a "type".'))
             return
         await self.receive_json(frame)
 
@@ -194,7 +210,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if kind == "auth":
                 await self._auth(content)
             else:
-                await self._error("AUTH_REQUIRED", 'Authenticate first with {"type": "auth", "token": ...}.')
+                await self._error("AUTH_REQUIRED", _('Authenticate first with {"type": "auth", "token": ...}.'))
             return
         handler = {
             "message": self._message,
@@ -206,7 +222,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             "ping": self._ping,
         }.get(kind)
         if handler is None:
-            await self._error("INVALID", f"Unknown frame type {kind!r}.")
+            await self._error("INVALID", _("Unknown frame type %(type)s.") % {"type": repr(kind)})
             return
         if kind in CHECKED_FIRST and not await self._still_allowed():
             return
@@ -219,27 +235,30 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _auth(self, frame: dict[str, Any]) -> None:
         token = frame.get("token")
-        found, reason = await _user_from_token(token) if isinstance(token, str) and token else (None, "No token.")
+        found, reason = (
+            await _user_from_token(token) if isinstance(token, str) and token else (None, gettext_noop("No token."))
+        )
         if found is None:
             await _audit_auth_failure(reason, self.scope.get("path", ""))
-            await self._refuse("AUTH_REQUIRED", f"Authentication failed: {reason}", CLOSE_UNAUTHENTICATED)
+            told = _("Authentication failed: %(reason)s") % {"reason": _(reason)}
+            await self._refuse("AUTH_REQUIRED", told, CLOSE_UNAUTHENTICATED)
             return
         user, expires = found
         await self._authenticated(user)
         if self.user is not None:
             remaining = expires - time.time()
-            self.timers.append(asyncio.create_task(self._close_after(remaining, "The token has expired.")))
+            self.timers.append(asyncio.create_task(self._close_after(remaining, _("The token has expired."))))
 
     async def _message(self, frame: dict[str, Any]) -> None:
         content, client_id = _content(frame), _client_id(frame)
         attachments = [] if frame.get("attachments") is None else frame["attachments"]
         context = {} if frame.get("context") is None else frame["context"]
         if not isinstance(attachments, list) or not all(_is_uuid(item) for item in attachments):
-            raise Invalid('"attachments" must be a list of attachment ids.')
+            raise Invalid(_('"attachments" must be a list of attachment ids.'))
         if not isinstance(context, dict):
-            raise Invalid('"context" must be an object.')
+            raise Invalid(_('"context" must be an object.'))
         if _nesting(context) > MAX_CONTEXT_DEPTH:
-            raise Invalid(f'"context" may nest at most {MAX_CONTEXT_DEPTH} levels.')
+            raise Invalid(_('"context" may nest at most %(levels)s levels.') % {"levels": MAX_CONTEXT_DEPTH})
         turn = services.Turn(
             "message", content, client_id, attachments=tuple(attachments), metadata={"context": context}
         )
@@ -248,7 +267,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _edit(self, frame: dict[str, Any]) -> None:
         message_id = frame.get("message_id")
         if not isinstance(message_id, int) or isinstance(message_id, bool) or message_id < 1:
-            raise Invalid('"message_id" must be the id of one of your messages.')
+            raise Invalid(_('"message_id" must be the id of one of your messages.'))
         await self._take(services.Turn("edit", _content(frame), _client_id(frame), message_id=message_id))
 
     async def _answer_again(self, frame: dict[str, Any]) -> None:
@@ -271,13 +290,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _confirm(self, frame: dict[str, Any]) -> None:
         decision, args, reason = frame.get("decision"), frame.get("args"), frame.get("reason") or ""
         if not _is_uuid(frame.get("confirmation_id")):
-            raise Invalid('"confirmation_id" must be the id of a confirmation.')
+            raise Invalid(_('"confirmation_id" must be the id of a confirmation.'))
         if decision not in {"approve", "reject", "edit"}:
-            raise Invalid('"decision" must be "approve", "reject" or "edit".')
+            raise Invalid(_('"decision" must be "approve", "reject" or "edit".'))
         if decision == "edit" and not isinstance(args, dict):
-            raise Invalid('An "edit" needs the new arguments as an object in "args".')
+            raise Invalid(_('An "edit" needs the new arguments as an object in "args".'))
         if not isinstance(reason, str):
-            raise Invalid('"reason" must be a string.')
+            raise Invalid(_('"reason" must be a string.'))
         await runs.manager.decide(
             conversation=self.conversation,
             user=self.user,
@@ -301,10 +320,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         conversation = await _conversation(access.user, self.scope["url_route"]["kwargs"]["conversation_id"])
         if conversation is None:
-            await self._refuse("NOT_FOUND", "There is no such conversation of yours.", CLOSE_NOT_FOUND)
+            await self._refuse("NOT_FOUND", _("There is no such conversation of yours."), CLOSE_NOT_FOUND)
             return
         if OPEN_SOCKETS[access.user.pk] >= settings.WS_SOCKETS_PER_USER:
-            message = "You have too many chats open at once. Close some, then reload this page."
+            message = _("You have too many chats open at once. Close some, then reload this page.")
             await self._refuse("RATE_LIMITED", message, CLOSE_FORBIDDEN)
             return
         OPEN_SOCKETS[access.user.pk] += 1
@@ -373,7 +392,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def auth_signed_out(self, event: dict[str, Any]) -> None:
         if not self.refused and self.session_key is not None and event["session_key"] == self.session_key:
-            await self._refuse("AUTH_REQUIRED", "You signed out.", CLOSE_UNAUTHENTICATED)
+            await self._refuse("AUTH_REQUIRED", _("You signed out."), CLOSE_UNAUTHENTICATED)
 
     async def auth_changed(self, event: dict[str, Any]) -> None:
         if not self.refused:
@@ -385,10 +404,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(group, self.channel_name)
         self.joined.append(group)
 
-    async def _error(self, code: str, message: str) -> None:
-        await self.send_json({"type": "error", "code": code, "message": message})
+    async def _error(self, code: str, message: str | Promise) -> None:
+        await self.send_json({"type": "error", "code": code, "message": str(message)})
 
-    async def _refuse(self, code: str, message: str, close_code: int) -> None:
+    async def _refuse(self, code: str, message: str | Promise, close_code: int) -> None:
         self.refused = True
         await self._error(code, message)
         await self.close(code=close_code)
@@ -400,14 +419,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
 def _content(frame: dict[str, Any]) -> str:
     if not isinstance(content := frame.get("content"), str):
-        raise Invalid('"content" must be a string.')
+        raise Invalid(_('"content" must be a string.'))
     return content
 
 
 def _client_id(frame: dict[str, Any]) -> str | None:
     client_id = frame.get("client_id")
     if client_id is not None and not (isinstance(client_id, str) and 0 < len(client_id) <= MAX_CLIENT_ID):
-        raise Invalid(f'"client_id" must be a string of 1 to {MAX_CLIENT_ID} characters.')
+        raise Invalid(_('"client_id" must be a string of 1 to %(most)s characters.') % {"most": MAX_CLIENT_ID})
     return client_id
 
 

@@ -18,6 +18,9 @@ class Conversation(models.Model):
     title = models.CharField(_("title"), max_length=200, blank=True)
     is_archived = models.BooleanField(_("archived"), default=False)
     archived_at = models.DateTimeField(null=True, blank=True)
+    # Made by the start page to hold the files attached before the first message: listed nowhere until that message
+    # begins it, and discarded when nobody does (services.conversations).
+    is_draft = models.BooleanField(_("draft"), default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # The one-run-at-a-time gate: set by the process running a run, refreshed by its heartbeat.
@@ -27,7 +30,10 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["owner", "is_archived", "-updated_at"], name="conversation_owner_list")]
+        indexes = [
+            models.Index(fields=["owner", "is_archived", "-updated_at"], name="conversation_owner_list"),
+            models.Index(fields=["created_at"], condition=Q(is_draft=True), name="conversation_drafts"),
+        ]
         verbose_name = _("conversation")
         verbose_name_plural = _("conversations")
 

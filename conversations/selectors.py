@@ -36,6 +36,7 @@ from tools.registry import Tool, ToolContext
 
 from .models import Attachment, Conversation, Message, PendingConfirmation, TokenUsage, ToolJob
 from .search import conversations_search
+from .sql import param, statement
 
 IMAGE_KINDS = {Attachment.Kind.PNG, Attachment.Kind.JPEG}
 
@@ -97,15 +98,20 @@ def user_ids_with(relation: str, related_ids: Iterable) -> set:
     return set(users.values_list("pk", flat=True).distinct())
 
 
-def conversations_for(user, *, archived: bool | None = False, search: str = "") -> QuerySet[Conversation]:
+def conversations_for(
+    user, *, archived: bool | None = False, search: str = "", drafts: bool = False
+) -> QuerySet[Conversation]:
     """The user's conversations, newest first; `archived=None` gives both kinds. With `search`, those whose title
-    or messages have it (conversations.search)."""
+    or messages have it (conversations.search). The start page's drafts only with `drafts`: they take files, and
+    are not shown until their first message."""
     if search:
         queryset = conversations_search(user, query=search, archived=archived)
     else:
         queryset = Conversation.objects.filter(owner=user)
         if archived is not None:
             queryset = queryset.filter(is_archived=archived)
+    if not drafts:
+        queryset = queryset.filter(is_draft=False)
     tokens = {
         count: _of_messages(Sum(Cast(KeyTextTransform(count, "usage"), BigIntegerField())))
         for count in ("prompt_tokens", "completion_tokens")
@@ -191,7 +197,11 @@ def conversation_active_run(conversation: Conversation) -> ActiveRun:
 
 
 def conversation_for(user, conversation_id) -> Conversation | None:
-    return Conversation.objects.filter(owner=user, pk=conversation_id).first()
+    return Conversation.objects.filter(owner=user, pk=conversation_id, is_draft=False).first()
+
+
+def draft_for(user, conversation_id) -> Conversation | None:
+    return Conversation.objects.filter(owner=user, pk=conversation_id, is_draft=True).first()
 
 
 def pending_confirmations(conversation: Conversation) -> QuerySet[PendingConfirmation]:
@@ -317,6 +327,14 @@ def _with_files(message: Message, *, newest: bool, file_tokens: int, vision: boo
     return entry
 
 
+# live_messages without a streaming answer, read on every round of every run (conversations.sql).
+HISTORY = """
+SELECT * FROM {Message}
+WHERE {Message.conversation} = %s AND {Message.superseded} = %s AND {Message.status} <> %s
+ORDER BY {Message.created_at}, {Message.id}
+"""
+
+
 def provider_history(
     conversation: Conversation, *, file_tokens: int = 0, vision: bool = False, has_files: bool = True
 ) -> list[ChatMessage]:
@@ -326,7 +344,8 @@ def provider_history(
     images); earlier ones only name theirs. `has_files=False`: the caller knows the conversation has none.
     """
     history: list[ChatMessage] = []
-    messages = live_messages(conversation).exclude(status=Message.Status.STREAMING)
+    params = [param(Conversation, "id", conversation.pk), False, Message.Status.STREAMING]
+    messages = Message.objects.raw(statement(HISTORY), params)
     messages = list(messages.prefetch_related("attachments") if has_files else messages)
     newest_user = max((i for i, message in enumerate(messages) if message.role == Message.Role.USER), default=-1)
     for position, message in enumerate(messages):

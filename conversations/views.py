@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -22,6 +23,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agentchat.agent.calls import Outcome
+from agentchat.sentences import translate
 from tools.documents.detect import CLAIMED
 from tools.documents.limits import MAX_UPLOAD_BYTES, MiB
 
@@ -128,11 +130,58 @@ class ToolCard:
 
 @dataclass
 class Entry:
-    """A row of the chat: a message (user or assistant, with its calls) or a tool result without its call."""
+    """A row of the chat: a message (user or assistant, with its calls) or a tool result without its call; `error`,
+    how an answer that did not end well ended, in the reader's language."""
 
     message: Message
     html: str = ""
+    error: str = ""
     cards: list[ToolCard] = field(default_factory=list)
+
+
+@dataclass
+class Version:
+    """A branch that a regenerate or an edit replaced, named by its first message; `rows`: its messages (and the
+    versions replaced inside it), which _timeline makes into the chat's rows."""
+
+    id: int
+    rows: list = field(default_factory=list)
+
+
+@dataclass
+class Versions:
+    """What regenerates and edits replaced after one message (`after`; None at the conversation's start), oldest
+    first: a row of the chat, just before the live branch goes on (templates/conversations/_versions.html)."""
+
+    after: int | None
+    versions: list[Version] = field(default_factory=list)
+
+
+def _with_versions(history: list[Message]) -> list[Message | Versions]:
+    """The live branch, with what was replaced after a message right after that message, as one Versions; each
+    version holds its messages, and what was replaced within it, the same way. A superseded message says where
+    it belongs (metadata "replaced", services.turns); one that does not is left out. The script arranges the
+    history API's messages with the same steps (static/js/chat/versions.js)."""
+    rows: list[Message | Versions] = []
+    placed: dict[int, list] = {}  # a superseded message's id → the rows of its version
+    groups: dict[int | None, Versions] = {}
+    for message in history:
+        into = rows
+        if message.superseded:
+            replaced = message.metadata.get("replaced")
+            if not replaced:
+                continue
+            group = groups.get(replaced["after"])
+            if group is None:
+                group = groups[replaced["after"]] = Versions(after=replaced["after"])
+                placed.get(replaced["after"], rows).append(group)
+            version = next((item for item in group.versions if item.id == replaced["branch"]), None)
+            if version is None:
+                version = Version(id=replaced["branch"])
+                group.versions.append(version)
+            into = placed[message.pk] = version.rows
+        into.append(message)
+    return rows
 
 
 def _owned(request: HttpRequest, pk) -> Conversation:
@@ -162,16 +211,25 @@ def _result_state(result: Message) -> str:
     return CARD_STATES.get(result.outcome, "error")
 
 
-def _timeline(history: list[Message], confirmations: dict[str, PendingConfirmation]) -> list[Entry]:
+def _timeline(
+    history: list[Message | Versions], confirmations: dict[str, PendingConfirmation]
+) -> list[Entry | Versions]:
     """The chat's rows; a call that went to its owner carries the decision, or waits for it."""
-    results = {message.tool_call_id: message for message in history if message.role == Message.Role.TOOL}
+    results = {
+        message.tool_call_id: message
+        for message in history
+        if isinstance(message, Message) and message.role == Message.Role.TOOL
+    }
     shown: set[str] = set()
-    entries: list[Entry] = []
+    entries: list[Entry | Versions] = []
     for message in history:
-        if message.role == Message.Role.USER:
+        if isinstance(message, Versions):
+            versions = [Version(item.id, _timeline(item.rows, confirmations)) for item in message.versions]
+            entries.append(Versions(message.after, versions))
+        elif message.role == Message.Role.USER:
             entries.append(Entry(message=message))
         elif message.role == Message.Role.ASSISTANT:
-            entry = Entry(message=message, html=render_markdown(message.content))
+            entry = Entry(message=message, html=render_markdown(message.content), error=translate(message.error))
             for call in message.tool_calls or []:
                 card = ToolCard(id=str(call.get("id", "")), name=str(call.get("name", "")), args=call.get("args", {}))
                 confirmation = confirmations.get(card.id)
@@ -195,8 +253,20 @@ def _timeline(history: list[Message], confirmations: dict[str, PendingConfirmati
     return entries
 
 
-def _upload_rules() -> dict[str, Any]:
-    return {"maxBytes": MAX_UPLOAD_BYTES, "extensions": UPLOAD_EXTENSIONS}
+def _uploads() -> dict[str, Any]:
+    """What a page that takes files needs: the rules the browser checks first, and the limits its hint says."""
+    return {
+        "upload_rules": {"maxBytes": MAX_UPLOAD_BYTES, "extensions": UPLOAD_EXTENSIONS},
+        "accept": ",".join(UPLOAD_EXTENSIONS),
+        "max_mb": MAX_UPLOAD_BYTES // MiB,
+    }
+
+
+def _uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
 
 
 @login_required
@@ -215,7 +285,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 def chat(request: HttpRequest, pk) -> HttpResponse:
     conversation = _owned(request, pk)
-    history = selectors.as_shown(conversation, list(selectors.history_for(conversation, include_superseded=False)))
+    history = selectors.as_shown(conversation, list(selectors.history_for(conversation)))
     hidden = max(len(history) - HISTORY_LIMIT, 0)
     first = request.session.get(FIRST_MESSAGE) or {}
     if first.get("conversation") == str(conversation.pk):
@@ -224,17 +294,26 @@ def chat(request: HttpRequest, pk) -> HttpResponse:
         first = {}
     context = {
         "conversation": conversation,
-        "entries": _timeline(history[hidden:], decisions_for(conversation.pk)),
+        "entries": _timeline(_with_versions(history[hidden:]), decisions_for(conversation.pk)),
         "hidden_count": hidden,
         "sidebar": selectors.conversations_for(request.user)[:SIDEBAR_LIMIT],
-        "upload_rules": _upload_rules(),
-        "accept": ",".join(UPLOAD_EXTENSIONS),
-        "max_mb": MAX_UPLOAD_BYTES // MiB,
+        **_uploads(),
         "demo_model": settings.LLM_PROVIDER == "local",
         "decision_samples": [Decision(variant) for variant in DECISION_VARIANTS],
         "first_message": first.get("content", ""),
+        "first_files": _first_files(conversation, request.user, first.get("attachments", [])),
     }
     return render(request, "conversations/chat.html", context)
+
+
+def _first_files(conversation: Conversation, user, ids: list[str]) -> list[dict[str, Any]]:
+    """The files attached on the start page, which go with the first message: as the composer's chips show them."""
+    found = {str(item.pk): item for item in selectors.attachments_owned(conversation, user, ids)}
+    return [
+        {"id": ref, "name": found[ref].original_name, "kind": found[ref].kind, "size": found[ref].size}
+        for ref in ids
+        if ref in found
+    ]
 
 
 def _has_conversations(request: HttpRequest) -> bool:
@@ -242,22 +321,43 @@ def _has_conversations(request: HttpRequest) -> bool:
 
 
 def _start(request: HttpRequest, *, has_conversations: bool) -> HttpResponse:
-    return render(request, "conversations/start.html", {"has_conversations": has_conversations})
+    return render(request, "conversations/start.html", {"has_conversations": has_conversations, **_uploads()})
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def conversation_new(request: HttpRequest) -> HttpResponse:
-    """The start page; its first message creates the conversation, whose chat page then sends it. So no
-    conversation is made that nobody wrote in."""
+    """The start page; its first message creates the conversation (or begins the draft that holds the files
+    attached), whose chat page then sends it. So no conversation is listed that nobody wrote in."""
     if request.method == "GET":
         return _start(request, has_conversations=_has_conversations(request))
     content = request.POST.get("content", "")
     if not content.strip():
         return redirect("chat-new")
-    conversation = services.conversation_create(owner=request.user)
-    request.session[FIRST_MESSAGE] = {"conversation": str(conversation.pk), "content": content}
+    first = {"content": content, "attachments": []}
+    draft_id = _uuid(request.POST.get("draft", ""))
+    draft = selectors.draft_for(request.user, draft_id) if draft_id else None
+    if draft is not None and services.conversation_begin(conversation=draft):
+        conversation = draft
+        first["attachments"] = [str(ref) for value in request.POST.getlist("attachments") if (ref := _uuid(value))]
+    else:
+        if draft_id:
+            messages.error(
+                request, _("The files attached on the start page could not go with this message: attach them again.")
+            )
+        conversation = services.conversation_create(owner=request.user)
+    request.session[FIRST_MESSAGE] = {"conversation": str(conversation.pk), **first}
     return redirect("chat", pk=conversation.pk)
+
+
+@login_required
+@require_POST
+def conversation_draft(request: HttpRequest) -> JsonResponse:
+    """The draft that holds the files attached on the start page before its first message: the page's script makes
+    it with the first file, and uploads them all to it."""
+    draft = services.conversation_draft(owner=request.user)
+    upload_url = reverse("conversation-attachments", kwargs={"pk": draft.pk})
+    return JsonResponse({"id": str(draft.pk), "upload_url": upload_url}, status=201)
 
 
 @login_required

@@ -1,14 +1,18 @@
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
+from asgiref.sync import SyncToAsync
 from channels.layers import channel_layers
 from django.contrib.auth import get_user_model
+from django.db import connections
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
 
 from agentchat.agent.providers import ProviderConfig
+from conversations.runs import db
 
 from .fake_provider import FakeLLM
 
@@ -92,6 +96,24 @@ def openai_config(fake_llm):
         base_url=fake_llm.base_url,
         timeout=5,
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _thread_connections_closed(django_db_setup):
+    """Connections left open in asgiref's sync thread (the fixtures' database work) and in the database threads
+    (conversations.runs.db) are closed at the end: on PostgreSQL they would keep the test database from being
+    dropped. Each database thread takes one of the closings: they wait for each other."""
+    yield
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+    threads = db.THREADS._max_workers
+    together = threading.Barrier(threads)
+
+    def close() -> None:
+        together.wait(timeout=10)
+        connections.close_all()
+
+    for closing in [db.THREADS.submit(close) for _ in range(threads)]:
+        closing.result()
 
 
 def pytest_sessionfinish(session, exitstatus):

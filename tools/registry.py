@@ -80,11 +80,22 @@ class ToolContext:
     files: Files | None = None
 
 
+def gettext_noop(text: str) -> str:
+    """Marks `text` for makemessages, which looks for this name. Django's own needs the settings, which are not
+    loaded yet when the server imports the tools (agentchat.server)."""
+    return text
+
+
+def as_written(text: str) -> str:
+    """The words of a refusal as the model reads them: in English."""
+    return text
+
+
 class ToolArgumentsError(ValueError):
     """Arguments that do not fit the tool's model; `problems` names every offending field."""
 
-    def __init__(self, tool_name: str, problems: str):
-        super().__init__(f"Invalid arguments for {tool_name}: {problems}")
+    def __init__(self, tool_name: str, problems: str, say: Callable[[str], str] = as_written):
+        super().__init__(say(WORDS["invalid"]) % {"tool": tool_name, "problems": problems})
         self.problems = problems
 
 
@@ -100,13 +111,30 @@ class ToolArgs(BaseModel):
 
 # What a value of each type should have been, for the type errors of strict validation.
 EXPECTED = {
-    "int_type": "a whole number",
-    "float_type": "a number",
-    "string_type": "a string",
-    "bool_type": "true or false",
-    "list_type": "a list",
-    "dict_type": "an object",
-    "model_type": "an object",
+    "int_type": gettext_noop("a whole number"),
+    "float_type": gettext_noop("a number"),
+    "string_type": gettext_noop("a string"),
+    "bool_type": gettext_noop("true or false"),
+    "list_type": gettext_noop("a list"),
+    "dict_type": gettext_noop("an object"),
+    "model_type": gettext_noop("an object"),
+}
+# The other words of a refusal. The model reads them as they are; a person who edits a call's arguments reads them
+# said by `say` (gettext) in their own language.
+WORDS = {
+    "invalid": gettext_noop("Invalid arguments for %(tool)s: %(problems)s"),
+    "object": gettext_noop("expected a JSON object."),
+    "plain": gettext_noop("expected plain JSON values (no NaN or Infinity)."),
+    "or": gettext_noop("%(first)s or %(last)s"),
+    "one_of": gettext_noop("one of %(choices)s"),
+    "must_be": gettext_noop("must be %(allowed)s, not %(got)s"),
+    "expected": gettext_noop("expected %(expected)s, got %(got)s"),
+    "unknown_argument": gettext_noop("unknown argument"),
+    "unknown_key": gettext_noop("unknown key"),
+    "known": gettext_noop("%(what)s (known: %(keys)s)"),
+    "none": gettext_noop("none"),
+    "missing": gettext_noop("required, but missing"),
+    "arguments": gettext_noop("arguments"),
 }
 SHOWN_CHARS = 60
 
@@ -120,8 +148,10 @@ def _shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
-def _either(choices: list[str]) -> str:
-    return choices[0] if len(choices) == 1 else f"{', '.join(choices[:-1])} or {choices[-1]}"
+def _either(choices: list[str], say: Callable[[str], str]) -> str:
+    return (
+        choices[0] if len(choices) == 1 else say(WORDS["or"]) % {"first": ", ".join(choices[:-1]), "last": choices[-1]}
+    )
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -185,7 +215,7 @@ def _where(data: Any, loc: tuple[int | str, ...], *, absent_last: bool) -> tuple
     return tuple(kept)
 
 
-def _describe(error: ValidationError, model: type[BaseModel], data: Any) -> str:
+def _describe(error: ValidationError, model: type[BaseModel], data: Any, say: Callable[[str], str]) -> str:
     """Every offending field with what was wrong; a union's refusals of one value become one sentence."""
     expected: dict[tuple[int | str, ...], list[str]] = {}
     got: dict[tuple[int | str, ...], Any] = {}
@@ -200,25 +230,28 @@ def _describe(error: ValidationError, model: type[BaseModel], data: Any) -> str:
             one_of[where] = choices
             got[where] = item["input"]
         elif kind in EXPECTED or kind == "literal_error":
-            expected.setdefault(where, []).append(EXPECTED.get(kind) or item["ctx"]["expected"])
+            expected.setdefault(where, []).append(say(EXPECTED[kind]) if kind in EXPECTED else item["ctx"]["expected"])
             got[where] = item["input"]
         elif kind == "extra_forbidden":
             known = _known(model, where[:-1])
-            what = "unknown argument" if len(where) == 1 else "unknown key"
-            said[where].append(what if known is None else f"{what} (known: {', '.join(known) or 'none'})")
+            what = say(WORDS["unknown_argument"] if len(where) == 1 else WORDS["unknown_key"])
+            if known is not None:
+                what = say(WORDS["known"]) % {"what": what, "keys": ", ".join(known) or say(WORDS["none"])}
+            said[where].append(what)
         elif kind == "missing":
-            said[where].append("required, but missing")
+            said[where].append(say(WORDS["missing"]))
         else:
             said[where].append(item["msg"].removeprefix("Value error, "))
     problems = []
     for where, texts in said.items():
         if where in one_of:
             shown = [choice if isinstance(choice, str) else json.dumps(choice) for choice in one_of[where]]
-            allowed = f"one of {', '.join(shown)}" if len(shown) > 1 else shown[0]
-            texts = [f"must be {allowed}, not {_shown(got[where])}", *texts]
+            allowed = say(WORDS["one_of"]) % {"choices": ", ".join(shown)} if len(shown) > 1 else shown[0]
+            texts = [say(WORDS["must_be"]) % {"allowed": allowed, "got": _shown(got[where])}, *texts]
         elif where in expected:
-            texts = [f"expected {_either(expected[where])}, got {_shown(got[where])}", *texts]
-        problems.append(f"{'.'.join(map(str, where)) or 'arguments'}: {'; '.join(texts)}")
+            either = _either(expected[where], say)
+            texts = [say(WORDS["expected"]) % {"expected": either, "got": _shown(got[where])}, *texts]
+        problems.append(f"{'.'.join(map(str, where)) or say(WORDS['arguments'])}: {'; '.join(texts)}")
     return "; ".join(problems)
 
 
@@ -304,23 +337,26 @@ class Tool:
     def permitted(self, user) -> bool:
         return self.permission is None or (user is not None and user.has_perm(self.permission))
 
-    def validate(self, raw: Any) -> BaseModel:
-        """The arguments as the tool's model, strictly: a value of the wrong type is refused, not converted."""
+    def validate(self, raw: Any, say: Callable[[str], str] = as_written) -> BaseModel:
+        """The arguments as the tool's model, strictly: a value of the wrong type is refused, not converted.
+
+        A refusal (ToolArgumentsError) is in English; `say` puts its words in a person's language.
+        """
         # As JSON, which is what arguments are. Both strict modes refuse true, 42.0 and "42" for an int and 42 for
         # a str, and take 1 for a float; Python mode would also ask for what JSON cannot carry (a list, not a tuple;
         # enum members, datetimes), where JSON mode takes their JSON forms. Neither makes a Literal strict: it
         # matches by equality, so Literal[1] takes true (the OpenAPI enums check the type themselves).
         if not isinstance(raw, dict):
-            raise ToolArgumentsError(self.name, "expected a JSON object.")
+            raise ToolArgumentsError(self.name, say(WORDS["object"]), say)
         try:
             text = json.dumps(raw, allow_nan=False)
         except (TypeError, ValueError):
-            raise ToolArgumentsError(self.name, "expected plain JSON values (no NaN or Infinity).") from None
+            raise ToolArgumentsError(self.name, say(WORDS["plain"]), say) from None
         try:
             return self.args_model.model_validate_json(text, strict=True)
         except ValidationError as exc:
-            problems = _describe(exc, self.args_model, json.loads(text))
-            raise ToolArgumentsError(self.name, problems) from None
+            problems = _describe(exc, self.args_model, json.loads(text), say)
+            raise ToolArgumentsError(self.name, problems, say) from None
 
     def normalise(self, valid: BaseModel) -> dict[str, Any]:
         """The one JSON form of validated arguments, for the approval card, the confirmation, the audit and the call.

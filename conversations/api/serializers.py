@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agentchat.api import ErrorSerializer
+from agentchat.sentences import translate
 
 from ..decisions import Decision, message_decision
 from ..markdown import render_markdown
@@ -92,9 +94,15 @@ class MessageSerializer(serializers.ModelSerializer):
         help_text="A tool message whose call waited for its owner: what was decided, by whom, when, with which "
         "arguments; null otherwise."
     )
+    error = serializers.SerializerMethodField(
+        help_text="For an answer that failed or was stopped: what happened, in the reader's language."
+    )
 
     def get_decision(self, message: Message) -> Decision | None:
         return message_decision(message, self.context.setdefault("decisions", {}))
+
+    def get_error(self, message: Message) -> str:
+        return translate(message.error)
 
     def get_html(self, message: Message) -> str:
         return render_markdown(message.content) if message.role == Message.Role.ASSISTANT else ""
@@ -179,9 +187,9 @@ class AgentChatMessageSerializer(serializers.Serializer):
         """Checked, then turned into the engine's ChatMessage shape."""
         data = super().to_internal_value(data)
         if data["role"] == "tool" and not data.get("toolCallId"):
-            raise serializers.ValidationError({"toolCallId": "A tool message needs the id of the call it answers."})
+            raise serializers.ValidationError({"toolCallId": _("A tool message needs the id of the call it answers.")})
         if data.get("toolCalls") and data["role"] != "assistant":
-            raise serializers.ValidationError({"toolCalls": "Only assistant messages carry tool calls."})
+            raise serializers.ValidationError({"toolCalls": _("Only assistant messages carry tool calls.")})
         message = {"role": data["role"], "content": data["content"]}
         if data.get("toolCalls"):
             message["tool_calls"] = [dict(call) for call in data["toolCalls"]]

@@ -4,6 +4,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, mixins, renderers, status, viewsets
@@ -168,7 +169,9 @@ class AttachmentsView(generics.ListAPIView):
         return super().initialize_request(request, *args, **kwargs)
 
     def conversation(self):
-        return get_object_or_404(selectors.conversations_for(self.request.user, archived=None), pk=self.kwargs["pk"])
+        # A draft too: the start page attaches files to one before its first message (docs/pages.md).
+        conversations = selectors.conversations_for(self.request.user, archived=None, drafts=True)
+        return get_object_or_404(conversations, pk=self.kwargs["pk"])
 
     def get_queryset(self):
         return selectors.attachments_for(self.conversation().pk, self.request.user)
@@ -182,9 +185,9 @@ class AttachmentsView(generics.ListAPIView):
         if self.upload_limit.exceeded:
             self._refuse(conversation, size=declared or 0)
         if upload is None:
-            raise ValidationError({"file": ["Attach the file in the multipart field named 'file'."]})
+            raise ValidationError({"file": [_("Attach the file in the multipart field named 'file'.")]})
         if conversation.is_archived:
-            raise ApiError("This conversation is archived. Restore it to attach files.", code="INVALID")
+            raise ApiError(_("This conversation is archived. Restore it to attach files."), code="INVALID")
         attachment = services.attachment_upload(conversation=conversation, owner=request.user, upload=upload)
         return Response(AttachmentSerializer(attachment).data, status=status.HTTP_201_CREATED)
 

@@ -4,16 +4,21 @@ selectors. A write that must land is tried again while the database is briefly u
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from channels.db import database_sync_to_async
+from channels.db import DatabaseSyncToAsync
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from agentchat.agent.calls import ToolOutcome
 from agentchat.agent.prompts import build_system_prompt
@@ -27,6 +32,17 @@ from ..ratelimit import SharedWindow
 from .frames import message_frame
 
 logger = logging.getLogger(__name__)
+
+# The threads that every socket's and run's database work of this process runs on (DATABASE_THREADS): one on
+# SQLite, where a trip is Python work and writes go one at a time anyway; several on PostgreSQL, where a trip
+# mostly waits for the server, and a run's start must not wait behind other runs' trips.
+THREADS = ThreadPoolExecutor(max_workers=settings.DATABASE_THREADS, thread_name_prefix="database")
+
+
+def database_sync_to_async(func):
+    """Channels' database_sync_to_async (stale connections closed around each call), on THREADS."""
+    return DatabaseSyncToAsync(func, thread_sensitive=False, executor=THREADS)
+
 
 DATABASE_UNREACHABLE = (OperationalError, InterfaceError)
 # How long a run that failed keeps trying to store how it ended while the database is unreachable.
@@ -84,34 +100,34 @@ def accept_turn(
     socket and run of the process shares: the user checked as stored now, the turn's writes made under the gate,
     and the run's first steps. `access` is (user, session key, permissions the socket opened with); the turn's
     `attachments` are ids, checked here."""
-    user, session_key, permissions = access
-    client_id = turn.client_id
-    now = selectors.socket_access(user.pk, session_key)
-    if now.user is None:
-        raise AccessRefused(now.refusal)
-    if now.permissions != permissions:
-        raise AccessRefused("permissions")
-    user = now.user
-    start = selectors.turn_start(conversation, user, client_id)
+    user = _acting(*access)
+    admit = functools.partial(_admit, user, limiter)
+    if turn.kind == "message" and not turn.attachments:
+        taken = services.message_intake(conversation=conversation, user=user, turn=turn, admit=admit)
+        if taken is not None:
+            context = turn.metadata["context"]
+            inputs = _round_inputs(
+                conversation, user, registry, user_now=user, context=context, has_files=taken.has_files
+            )
+            begun = Begun([], False, taken.answer_id, inputs)
+            frames = (message_frame(taken.message, turn.client_id),)
+            return Accepted(user=user, run_id=taken.run_id, frames=frames, begun=begun)
+    start = selectors.turn_start(conversation, user, turn.client_id)
     if start.seen is not None:
-        return Accepted(echo=message_frame(start.seen, client_id))
+        return Accepted(echo=message_frame(start.seen, turn.client_id))
     if conversation.is_archived:
-        raise Invalid("This conversation is archived. Restore it to continue.")
+        raise Invalid(_("This conversation is archived. Restore it to continue."))
     if turn.asks and not turn.content.strip():
-        raise Invalid("The message is empty.")
-    budget = settings.USER_DAILY_TOKEN_BUDGET
-    if budget and selectors.tokens_used_today(user.pk) >= budget:
-        raise RateLimited(_over_budget(budget))
-    if not limiter.allow(user.pk):
-        raise RateLimited("You are sending messages too fast. Wait a moment and try again.")
+        raise Invalid(_("The message is empty."))
+    admit()
     if turn.attachments:
         turn = turn._replace(attachments=tuple(_owned_attachments(conversation, user, turn.attachments)))
     opened = services.run_open(conversation=conversation, user=user, turn=turn)
     frames = [message_frame(changed) for changed in opened.changed]
     if opened.message is not None:
-        frames.append(message_frame(opened.message, client_id))
+        frames.append(message_frame(opened.message, turn.client_id))
     if opened.run_id is None and not frames:
-        raise Busy("A run is already going on in this conversation. Wait for it to finish or stop it.")
+        raise Busy(_("A run is already going on in this conversation. Wait for it to finish or stop it."))
     if not opened.created:
         return Accepted(echo=frames[-1])
     run_id = str(opened.run_id)
@@ -121,7 +137,7 @@ def accept_turn(
         user=user,
         run_id=run_id,
         settled=turn.kind != "continue",
-        client_id=None if turn.asks else client_id,
+        client_id=None if turn.asks else turn.client_id,
     )
     context = turn.metadata["context"] if turn.kind == "message" else None
     inputs = None
@@ -131,20 +147,46 @@ def accept_turn(
     return Accepted(user=user, run_id=opened.run_id, frames=tuple(frames), begun=begun)
 
 
+def _acting(user, session_key: str | None, permissions: frozenset[str]):
+    """The socket's user as stored now, or AccessRefused: signed in still, active, with the same permissions."""
+    now = selectors.socket_access(user.pk, session_key)
+    if now.user is None:
+        raise AccessRefused(now.refusal)
+    if now.permissions != permissions:
+        raise AccessRefused("permissions")
+    return now.user
+
+
+def _admit(user, limiter: SharedWindow) -> None:
+    """A new run is within the user's daily token budget and their rate of messages, or RateLimited."""
+    budget = settings.USER_DAILY_TOKEN_BUDGET
+    if budget and selectors.tokens_used_today(user.pk) >= budget:
+        raise RateLimited(_over_budget(budget))
+    if not limiter.allow(user.pk):
+        raise RateLimited(_("You are sending messages too fast. Wait a moment and try again."))
+
+
 def _over_budget(budget: int) -> str:
     now = timezone.localtime()
     midnight = timezone.make_aware(datetime.combine(now.date() + timedelta(days=1), datetime.min.time()))
     hours, seconds = divmod(int((midnight - now).total_seconds()), 3600)
-    return (
-        f"You have used today's budget of {budget:,} tokens. It resets at midnight ({settings.TIME_ZONE}), "
-        f"in {hours} h {seconds // 60} min."
-    )
+    used = ngettext(
+        "You have used today's budget of %(budget)s token.",
+        "You have used today's budget of %(budget)s tokens.",
+        budget,
+    ) % {"budget": number_format(budget, force_grouping=True)}
+    resets = _("It resets at midnight (%(zone)s), in %(hours)s h %(minutes)s min.") % {
+        "zone": settings.TIME_ZONE,
+        "hours": hours,
+        "minutes": seconds // 60,
+    }
+    return f"{used} {resets}"
 
 
 def _owned_attachments(conversation, user, ids) -> list:
     found = selectors.attachments_owned(conversation, user, ids)
     if len(found) != len(set(ids)):
-        raise NotFound("One of the attachments does not exist in this conversation.")
+        raise NotFound(_("One of the attachments does not exist in this conversation."))
     return found
 
 
@@ -297,7 +339,7 @@ def enqueue_job(run, tool: Tool, call_id: str, args: dict, confirmation: Pending
 def confirmation(conversation: Conversation, user, confirmation_id) -> PendingConfirmation:
     found = selectors.confirmation_in(conversation, user, confirmation_id)
     if found is None:
-        raise NotFound("There is no such confirmation in this conversation.")
+        raise NotFound(_("There is no such confirmation in this conversation."))
     return found
 
 

@@ -7,6 +7,8 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from agentchat.agent.calls import ToolOutcome
 
 from .. import services
@@ -35,16 +37,14 @@ async def wait_for_job(
                 return services.job_outcome(job)
             if job.attempt > attempt:
                 attempt = job.attempt
-                await send(
-                    notice(
-                        "JOB_RETRIED",
-                        f"The background worker running {tool_name} stopped; it runs again "
-                        f"(attempt {attempt} of {job.max_attempts}).",
-                    )
-                )
+                retried = _(
+                    "The background worker running %(tool)s stopped; it runs again (attempt %(attempt)s of %(most)s)."
+                ) % {"tool": tool_name, "attempt": attempt, "most": job.max_attempts}
+                await send(notice("JOB_RETRIED", retried))
             if job.status == ToolJob.Status.QUEUED and waited >= JOB_WAIT_NOTICE and not told:
                 told = True
-                await send(notice("JOB_WAITING", f"{tool_name} is waiting for a background worker to take it."))
+                waiting = _("%(tool)s is waiting for a background worker to take it.") % {"tool": tool_name}
+                await send(notice("JOB_WAITING", waiting))
             await asyncio.sleep(JOB_POLL_INTERVAL)
             waited += JOB_POLL_INTERVAL
     except BaseException:

@@ -15,11 +15,15 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from agentchat.agent.calls import Started, ToolAccess, ToolOutcome, call_tool, carry_out
 from agentchat.agent.context import fit_history, truncate_message
 from agentchat.agent.orchestrator import AgentRun
 from agentchat.agent.providers import Provider, ProviderError
+from agentchat.sentences import translate
 from tools.registry import Tool, ToolArgumentsError, ToolContext, ToolRegistry
 
 from .. import selectors, services
@@ -38,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 # How long a decision waits for the gate that another tab's decision (or the asking run) holds.
 DECISION_WAIT = 1.0
-EXPIRED = "This confirmation was already decided, replaced or has expired."
+EXPIRED = gettext_lazy("This confirmation was already decided, replaced or has expired.")
 # What a stopped answer says happened.
 STOPPED = "You pressed Stop."
 
@@ -108,9 +112,15 @@ class RunManager:
         for frame in accepted.frames:
             await recorder.send(frame)
         if turn.asks and truncated:
-            await recorder.send(
-                notice("MESSAGE_TRUNCATED", f"Your message was cut from {length:,} to {len(text):,} characters.")
-            )
+            cut = ngettext(
+                "Your message was cut from %(before)s to %(after)s character.",
+                "Your message was cut from %(before)s to %(after)s characters.",
+                len(text),
+            ) % {
+                "before": number_format(length, force_grouping=True),
+                "after": number_format(len(text), force_grouping=True),
+            }
+            await recorder.send(notice("MESSAGE_TRUNCATED", cut))
         self._launch(run)
         return None
 
@@ -130,9 +140,9 @@ class RunManager:
         if decision == "edit":
             tool = self.registry.find(confirmation.tool_name)
             if tool is None:
-                raise Invalid(f"The tool {confirmation.tool_name} is no longer available.")
+                raise Invalid(_("The tool %(tool)s is no longer available.") % {"tool": confirmation.tool_name})
             try:
-                args = tool.normalise(tool.validate(args))
+                args = tool.normalise(tool.validate(args, say=_))
             except ToolArgumentsError as exc:
                 raise Invalid(str(exc)) from None
         deadline = time.monotonic() + DECISION_WAIT
@@ -141,7 +151,7 @@ class RunManager:
             if not await db.is_open(confirmation):
                 raise CheckpointExpired(EXPIRED)
             if time.monotonic() > deadline:
-                raise Busy("A run is going on in this conversation. Decide again when it has finished.")
+                raise Busy(_("A run is going on in this conversation. Decide again when it has finished."))
             await asyncio.sleep(0.05)
         if not await db.decide(confirmation=confirmation, decision=decision, actor=user, args=args, reason=reason):
             await db.release(conversation=conversation, run_id=run_id)
@@ -218,7 +228,7 @@ class RunManager:
                 logger.error("run %s could not release its conversation; its heartbeat will lapse", run.run_id)
             self.live.pop(run.run_id, None)
         if status == "failed":
-            await recorder.send({"type": "error", "code": "PROVIDER_ERROR", "message": error})
+            await recorder.send({"type": "error", "code": "PROVIDER_ERROR", "message": translate(error)})
         await recorder.send({"type": "run_finished", "status": status, "message_id": run.last_assistant_id})
         try:
             await db.retrying(recorder.audit, AuditEvent.Kind.RUN_FINISHED, {"run_id": run.run_id, "status": status})
@@ -240,7 +250,11 @@ class RunManager:
         )
         trimmed = fit_history(history, budget=settings.CONTEXT_TOKEN_BUDGET, system_prompt=system_prompt)
         if trimmed.dropped:
-            detail = f"{trimmed.dropped} older messages were left out to fit the context budget."
+            detail = ngettext(
+                "%(count)s older message was left out to fit the context budget.",
+                "%(count)s older messages were left out to fit the context budget.",
+                trimmed.dropped,
+            ) % {"count": trimmed.dropped}
             await recorder.send(notice("CONTEXT_TRIMMED", detail))
         try:
             provider = self.provider_factory()

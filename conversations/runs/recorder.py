@@ -14,6 +14,7 @@ from django.conf import settings
 
 from agentchat.agent import events as ev
 from agentchat.agent.calls import Outcome, ToolOutcome
+from agentchat.sentences import translate
 
 from ..models import AuditEvent, Message, PendingConfirmation
 from . import db
@@ -47,9 +48,7 @@ class Recorder:
             "text": json.dumps({**frame, "run_id": run.run_id, "seq": seq}),
         }
         try:
-            # Shielded: a Stop that lands here must not cut a send midway, which would leave channels_redis's
-            # connection in a state that holds up the run's next frames.
-            await asyncio.shield(get_channel_layer().group_send(conversation_group(run.conversation.pk), event))
+            await get_channel_layer().group_send(conversation_group(run.conversation.pk), event)
         except Exception:
             run.frames_lost += 1
             if run.frames_lost == 1:
@@ -71,7 +70,7 @@ class Recorder:
             await self.send({**event.frame(), "message_id": run.message_id})
         elif isinstance(event, ev.RoundRetry):
             run.content, run.dirty = "", True
-            await self.send({**event.frame(), "message_id": run.message_id})
+            await self.send({**event.frame(), "detail": translate(event.detail), "message_id": run.message_id})
         elif isinstance(event, ev.AssistantMessage):
             if run.message_id is None:
                 run.message_id = await db.start_message(run.conversation, run.run_id)

@@ -7,11 +7,14 @@ from .audit import audit_login_failure, audit_record
 from .confirmations import args_hash, confirmation_claim, confirmation_decide, confirmation_request
 from .conversations import (
     conversation_archive,
+    conversation_begin,
     conversation_create,
+    conversation_draft,
     conversation_rename,
     conversation_restore,
     title_from_text,
 )
+from .intake import message_intake
 from .jobs import (
     job_outcome,
     tool_job_beat,
@@ -64,7 +67,9 @@ __all__ = [
     "confirmation_request",
     "confirmations_supersede",
     "conversation_archive",
+    "conversation_begin",
     "conversation_create",
+    "conversation_draft",
     "conversation_recover",
     "conversation_rename",
     "conversation_restore",
@@ -76,6 +81,7 @@ __all__ = [
     "decisions_settle",
     "job_outcome",
     "message_append",
+    "message_intake",
     "run_begin",
     "run_open",
     "title_from_text",

@@ -1,14 +1,18 @@
-"""Conversations: create, rename, archive (a soft delete) and restore."""
+"""Conversations: create, rename, archive (a soft delete) and restore; the start page's drafts."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from ..models import AuditEvent, Conversation, PendingConfirmation
+from ..models import Attachment, AuditEvent, Conversation, PendingConfirmation
 from .audit import audit_record
 
 TITLE_LENGTH = 60
+# How long a draft waits for its first message: a start page left open longer loses its files.
+DRAFT_LIFETIME = timedelta(days=1)
 
 
 def title_from_text(text: str, *, limit: int = TITLE_LENGTH) -> str:
@@ -30,6 +34,48 @@ def conversation_create(*, owner, title: str = "") -> Conversation:
         data={"title": conversation.title},
     )
     return conversation
+
+
+def conversation_draft(*, owner) -> Conversation:
+    """A conversation for the files attached on the start page before its first message, listed nowhere until
+    conversation_begin. The drafts nobody began in time are discarded here, as a new one is made."""
+    drafts_discard(before=timezone.now() - DRAFT_LIFETIME)
+    conversation = Conversation.objects.create(owner=owner, is_draft=True)
+    audit_record(
+        kind=AuditEvent.Kind.CONVERSATION_CREATED,
+        actor=owner,
+        conversation=conversation,
+        data={"title": "", "draft": True},
+    )
+    return conversation
+
+
+def conversation_begin(*, conversation: Conversation) -> bool:
+    """The draft becomes a conversation like any other, as its first message is sent; False when it is no longer a
+    draft (begun already, or discarded)."""
+    begun = Conversation.objects.filter(pk=conversation.pk, is_draft=True).update(
+        is_draft=False, updated_at=timezone.now()
+    )
+    return bool(begun)
+
+
+@transaction.atomic
+def drafts_discard(*, before) -> None:
+    """Delete the drafts made before `before` that never got a message, with their files (once that is done)."""
+    drafts = Conversation.objects.filter(is_draft=True, created_at__lt=before, messages__isnull=True)
+    files = [
+        (field.storage, field.name)
+        for attachment in Attachment.objects.filter(conversation__in=drafts)
+        for field in (attachment.file, attachment.content)
+        if field
+    ]
+    drafts.delete()
+
+    def delete_files() -> None:
+        for storage, name in files:
+            storage.delete(name)
+
+    transaction.on_commit(delete_files)
 
 
 def conversation_rename(*, conversation: Conversation, title: str, actor) -> Conversation:

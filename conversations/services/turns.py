@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from django.utils.translation import gettext as _
+
 from .. import selectors
 from ..exceptions import Invalid, NotFound
 from ..models import AuditEvent, Conversation, Message
@@ -66,11 +68,11 @@ def _ask(conversation, user, turn: Turn, attachments, metadata: dict) -> tuple[M
 def _edit(conversation: Conversation, user, turn: Turn) -> Taken:
     target = conversation.messages.filter(pk=turn.message_id).prefetch_related("attachments").first()
     if target is None:
-        raise NotFound("There is no such message in this conversation.")
+        raise NotFound(_("There is no such message in this conversation."))
     if target.role != Message.Role.USER:
-        raise Invalid("Only your own messages can be edited.")
+        raise Invalid(_("Only your own messages can be edited."))
     if target.superseded:
-        raise Invalid("This message has been replaced already. Edit its newer version.")
+        raise Invalid(_("This message has been replaced already. Edit its newer version."))
     settled = confirmations_supersede(conversation=conversation, actor=user)
     replaced = _supersede(conversation, pk__gte=target.pk)
     metadata = {**(turn.metadata or {}), "context": target.metadata.get("context") or {}, "edits": target.pk}
@@ -87,7 +89,7 @@ def _edit(conversation: Conversation, user, turn: Turn) -> Taken:
 def _regenerate(conversation: Conversation, user) -> Taken:
     question = selectors.last_question(conversation)
     if question is None:
-        raise Invalid("There is no answer to regenerate yet.")
+        raise Invalid(_("There is no answer to regenerate yet."))
     settled = confirmations_supersede(conversation=conversation, actor=user)
     replaced = _supersede(conversation, pk__gt=question.pk)
     audit_record(
@@ -101,23 +103,33 @@ def _regenerate(conversation: Conversation, user) -> Taken:
 
 def _continue(conversation: Conversation, user) -> Taken:
     if selectors.pending_confirmations(conversation).exists():
-        raise Invalid("A tool call is waiting for your decision. Approve or reject it first.")
+        raise Invalid(_("A tool call is waiting for your decision. Approve or reject it first."))
     last = selectors.live_messages(conversation).last()
     if last is None:
-        raise Invalid("There is nothing to continue yet.")
+        raise Invalid(_("There is nothing to continue yet."))
     if last.role == Message.Role.ASSISTANT and last.status == Message.Status.COMPLETE and not last.tool_calls:
-        raise Invalid("The last answer is complete. Send a new message, or regenerate the answer.")
+        raise Invalid(_("The last answer is complete. Send a new message, or regenerate the answer."))
     audit_record(kind=AuditEvent.Kind.RUN_CONTINUED, actor=user, conversation=conversation, data={"after": last.pk})
     return Taken(True, None, [])
 
 
 def _supersede(conversation: Conversation, **after: int) -> list[Message]:
     """Mark the live messages from a point on (`pk__gt` or `pk__gte`) superseded: under the gate, ids follow
-    the order in which messages were stored."""
-    replaced = list(selectors.live_messages(conversation).filter(**after).prefetch_related("attachments"))
-    Message.objects.filter(pk__in=[message.pk for message in replaced]).update(superseded=True)
+    the order in which messages were stored. Each keeps, as metadata "replaced", the live message its branch
+    followed (`after`, None at the conversation's start) and the branch's first message (`branch`): the chat
+    page shows the branch as an earlier version of what comes after that message (docs/http-api.md)."""
+    live = selectors.live_messages(conversation)
+    replaced = list(live.filter(**after).prefetch_related("attachments"))
+    if not replaced:
+        return replaced
+    mark = {
+        "after": live.filter(pk__lt=replaced[0].pk).values_list("pk", flat=True).last(),
+        "branch": replaced[0].pk,
+    }
     for message in replaced:
         message.superseded = True
+        message.metadata = {**message.metadata, "replaced": mark}
+    Message.objects.bulk_update(replaced, ["superseded", "metadata"])
     return replaced
 
 

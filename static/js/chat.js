@@ -60,6 +60,8 @@ function startChat(root) {
     changed,
   });
   composer = new Composer({ archived, socket, notices: notices.about("composer"), uploads });
+  // The files attached on the start page go with the first message.
+  uploads.adopt(JSON.parse(document.getElementById("first-files").textContent));
   const cards = new ToolCards(list);
   const confirmations = new Confirmations(list, cards, socket, data.username);
   const actions = new MessageActions(list, { socket, composer, notices, archived });
@@ -72,7 +74,7 @@ function startChat(root) {
     const text = errorText(code, message, refused, data.demoModel === "1");
     if (confirmations.failed(code, text, refused)) return;
     // A failed run is told at its answer, with Retry, which the server sends first: no notice says it again.
-    const answers = list.querySelectorAll(".msg-assistant");
+    const answers = list.querySelectorAll(":scope > .msg-assistant");
     if (code === "PROVIDER_ERROR" && answers[answers.length - 1]?.dataset.status === "failed") return;
     composer.giveBack();
     actions.refused();

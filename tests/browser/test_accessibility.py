@@ -6,15 +6,29 @@ for whoever runs the tests with -s.
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
+
+import pytest
 from axe_playwright_python.sync_playwright import Axe
+from django.apps import apps
+from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.contrib.auth.models import Group
+from django.test import Client
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from conversations import services
+from conversations.models import Attachment, PendingConfirmation, TokenUsage, ToolJob
+from conversations.tasks import run_tool_job
 from tests.fake_provider import Reply
+from tools.dashboards import demo
+from tools.dashboards.models import Migration
 
-from .conftest import PASSWORD, streamed
+from .conftest import PASSWORD, screenshot, streamed
 from .test_chat import open_chat
 
 BLOCKING = {"critical", "serious"}
@@ -30,22 +44,28 @@ ANSWER = (
 )
 
 axe = Axe()
+# Some colours change with a transition (the admin's links and buttons): the page is read once they have ended, as a
+# person sees it, not halfway from one theme to the other.
+TRANSITIONS_ENDED = """() => Promise.all(document.getAnimations()
+    .filter((animation) => animation instanceof CSSTransition)
+    .map((animation) => animation.finished.catch(() => null)))"""
 
 
-def violations(page, where: str) -> list[str]:
-    """The blocking violations of `page` in each theme and size; the others are printed."""
+def violations(page, where: str, looks: list[tuple[str, str]] | None = None) -> list[str]:
+    """The blocking violations of `page` in each (theme, size) of `looks`, by default every theme in every size;
+    the others are printed."""
     found = []
-    for theme in THEMES:
+    for theme, size in looks or [(theme, size) for theme in THEMES for size in SIZES]:
         page.emulate_media(color_scheme=theme)
-        for size, viewport in SIZES.items():
-            page.set_viewport_size(viewport)
-            for violation in axe.run(page).response["violations"]:
-                targets = [", ".join(node["target"]) for node in violation["nodes"]]
-                line = f"{where} ({theme}, {size}): {violation['id']} [{violation['impact']}] {violation['help']}"
-                line = f"{line}: {targets}"
-                print(line)
-                if violation["impact"] in BLOCKING:
-                    found.append(line)
+        page.set_viewport_size(SIZES[size])
+        page.evaluate(TRANSITIONS_ENDED)
+        for violation in axe.run(page).response["violations"]:
+            targets = [", ".join(node["target"]) for node in violation["nodes"]]
+            line = f"{where} ({theme}, {size}): {violation['id']} [{violation['impact']}] {violation['help']}"
+            line = f"{line}: {targets}"
+            print(line)
+            if violation["impact"] in BLOCKING:
+                found.append(line)
     page.emulate_media(color_scheme="light")
     page.set_viewport_size(SIZES["desktop"])
     return found
@@ -132,6 +152,28 @@ def test_the_chat_with_an_error(page, signed_in, conversation, llm):
     assert violations(page, "error notice") == []
 
 
+def test_the_chat_with_previous_versions_open(page, signed_in, conversation, llm):
+    llm.script(
+        Reply(text="Let me look.", tool_calls=[("browser_lookup", {"query": "sales"}, "call_old")]),
+        Reply(text=ANSWER),
+        Reply(text="The **Sales** dashboard is fine."),
+    )
+    open_chat(page, conversation)
+    ask(page, "Which checks fail?")
+    expect(page.locator('.msg-assistant[data-status="complete"] .code-block')).to_be_visible()
+    page.get_by_role("button", name="Regenerate the answer").click()
+    summary = page.get_by_text("Previous version (1)")
+    expect(summary).to_be_visible()
+    assert violations(page, "previous versions, closed") == []
+    summary.click()
+    expect(page.locator(".version .code-block")).to_be_visible()
+    assert violations(page, "previous versions, open") == []
+    page.reload()
+    page.get_by_text("Previous version (1)").click()
+    expect(page.locator('.version .tool-card[data-tool-call-id="call_old"]')).to_be_visible()
+    assert violations(page, "previous versions, open after a reload") == []
+
+
 def superuser():
     """A superuser who signs in with PASSWORD, checked by the server's own hashers (not the tests' MD5)."""
     user = get_user_model().objects.create_superuser("root", "root@example.com")
@@ -148,3 +190,135 @@ def test_the_admin_index(page, server, transactional_db):
     page.get_by_role("button", name="Sign in").click()
     expect(page.locator("#site-name")).to_be_visible()
     assert violations(page, "admin") == []
+
+
+def admin_rows(owner):
+    """A row of every kind the admin shows: a conversation with a tool call, confirmations waiting and decided, a
+    background job and its task, a file, a day's tokens, their audit events, the demo catalogue, a group and a
+    refused sign-in."""
+    conversation = services.conversation_create(owner=owner, title="Deploy Sales")
+    services.message_append(conversation=conversation, role="user", content="Deploy Sales to production")
+    services.message_append(
+        conversation=conversation,
+        role="assistant",
+        tool_calls=[{"id": "c1", "name": "deploy_dashboard", "args": {"dashboard_id": 42}}],
+    )
+    services.message_append(
+        conversation=conversation,
+        role="tool",
+        content='{"deployed": true}',
+        tool_call_id="c1",
+        tool_name="deploy_dashboard",
+        outcome="rejected",
+    )
+    services.conversation_archive(conversation=services.conversation_create(owner=owner, title="Old"), actor=owner)
+    soon, now = timezone.now() + timedelta(hours=1), timezone.now()
+    for status, decided in [("pending", None), ("edited", owner), ("rejected", owner)]:
+        PendingConfirmation.objects.create(
+            conversation=conversation,
+            tool_call_id=f"call_{status}",
+            tool_name="deploy_dashboard",
+            args={"dashboard_id": 42, "environment": "production"},
+            edited_args={"dashboard_id": 42, "environment": "staging"} if status == "edited" else None,
+            args_hash="x",
+            status=status,
+            decided_by=decided,
+            decided_at=now if decided else None,
+            reason="not today" if status == "rejected" else "",
+            expires_at=soon,
+        )
+    job = ToolJob.objects.create(
+        conversation=conversation, user=owner, run_id=uuid.uuid4(), tool_call_id="c2", tool_name="slow_report"
+    )
+    run_tool_job.enqueue(str(job.pk), job.attempt)  # no worker runs here: it stays queued
+    Attachment.objects.create(
+        conversation=conversation,
+        owner=owner,
+        file="attachments/report.pdf",
+        original_name="report.pdf",
+        kind="pdf",
+        size=2048,
+        parse_status="parsed",
+    )
+    TokenUsage.objects.create(
+        user=owner, day=timezone.localdate(), prompt_tokens=1200, completion_tokens=300, answers=2
+    )
+    demo.load()
+    Group.objects.create(name="Analysts")
+    Client().post(reverse("login"), {"username": owner.get_username(), "password": "wrong"})  # axes records it
+    return conversation
+
+
+def admin_apps() -> list[str]:
+    return sorted({model._meta.app_label for model in apps.get_models() if admin.site.is_registered(model)})
+
+
+def admin_pages(app: str) -> list[tuple[str, str]]:
+    """Each model `app` registers in the admin: its list, and the page of its first row when rows have pages."""
+    pages = []
+    for model in apps.get_app_config(app).get_models():
+        if not admin.site.is_registered(model):
+            continue
+        name = f"admin:{app}_{model._meta.model_name}"
+        pages.append((f"admin {model._meta.label} list", reverse(f"{name}_changelist")))
+        first = model.objects.order_by("pk").first() if model._meta.managed else None
+        try:
+            pages.append((f"admin {model._meta.label} change", reverse(f"{name}_change", args=[first.pk])))
+        except (AttributeError, NoReverseMatch):
+            continue  # no rows, or no page per row (the registered tools)
+    return pages
+
+
+def admin_signed_in(page, server):
+    root = superuser()
+    client = Client()
+    client.force_login(root)
+    page.context.add_cookies(
+        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": server.http_url}]
+    )
+    return root
+
+
+# The admin's pages share their styles and layout: each theme is checked in one size, and each page of an app in
+# one of these looks, the next page in the other.
+ADMIN_LOOKS = [("light", "desktop"), ("dark", "phone")]
+
+
+@pytest.mark.parametrize("app", admin_apps())
+def test_the_admin_pages(page, server, transactional_db, app):
+    admin_rows(admin_signed_in(page, server))
+    found = []
+    for number, (where, url) in enumerate(admin_pages(app)):
+        page.goto(url)
+        expect(page.locator("#site-name")).to_be_visible()
+        found += violations(page, where, [ADMIN_LOOKS[number % 2]])
+    assert found == []
+
+
+def test_the_admin_at_work(page, server, transactional_db):
+    admin_rows(admin_signed_in(page, server))
+    page.goto(reverse("admin:conversations_pendingconfirmation_changelist"))
+    page.locator('details[data-filter-title="status"]').get_by_role("link", name="All", exact=True).click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(3)
+    found = violations(page, "admin confirmations, all", ADMIN_LOOKS)
+
+    page.goto(reverse("admin:conversations_conversation_changelist"))
+    page.locator("#result_list .action-select").first.check()
+    page.get_by_label("Action:").select_option("archive")
+    expect(page.locator(".actions .action-counter")).to_contain_text("1 of 2 selected")
+    found += violations(page, "admin conversations, one selected", ADMIN_LOOKS)
+    page.get_by_role("button", name="Go").click()
+    expect(page.locator(".messagelist .success")).to_be_visible()
+    found += violations(page, "admin conversations, one archived", ADMIN_LOOKS)
+
+    page.goto(reverse("admin:dashboards_dashboard_change", args=[42]))
+    page.get_by_label("Title:").fill("")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".errornote")).to_be_visible()
+    found += violations(page, "admin dashboard refused", ADMIN_LOOKS)
+    page.emulate_media(color_scheme="dark")
+    screenshot(page, "admin-dark-dashboard-refused")
+    page.goto(reverse("admin:dashboards_migration_change", args=[Migration.objects.order_by("pk").first().pk]))
+    page.set_viewport_size(SIZES["phone"])
+    screenshot(page, "admin-dark-phone-migration")
+    assert found == []

@@ -387,10 +387,10 @@ def test_a_conversation_page_shows_its_latest_messages_and_links_to_all(client, 
     assert "question 29" in page and "question 11" in page and "question 10 " not in page
     assert "I will delete the old report." not in page
     assert "Latest messages" in page
-    # Only a tool message has an outcome; the others have no icon at all (the one left says the conversation is
-    # not archived).
+    # Only a tool message has an outcome; the others have no icon at all (the two left say the conversation is
+    # neither archived nor a draft).
     assert page.count('icon-no.svg" alt="">') == 1 and "delete_file · rejected" in page
-    assert page.count("icon-no.svg") == 2 and "icon-yes.svg" not in page
+    assert page.count("icon-no.svg") == 3 and "icon-yes.svg" not in page
     everything = f"{reverse('admin:conversations_message_changelist')}?conversation__id__exact={conversation.pk}"
     assert f'<a href="{everything}">33 messages, oldest first</a>' in page.replace("&amp;", "&")
 
@@ -414,3 +414,15 @@ def test_the_audit_log_says_what_happened(client, admin_user, alice, rows):
         "{&quot;path&quot;: &quot;reports/older.txt&quot;} · decision: edit</td>"
     ) in page
     assert '<td class="field-actor nowrap">alice</td>' in page
+
+
+def test_the_admin_pages_carry_the_accessibility_fixes(client, admin_user):
+    """Django's admin with the project's fixes on top (docs/pages.md#admin): a date and a time each have a label."""
+    client.force_login(admin_user)
+
+    page = client.get(reverse("admin:auth_user_change", args=[admin_user.pk])).content.decode()
+
+    assert '<link rel="stylesheet" href="/static/css/admin.css">' in page
+    assert '<script src="/static/js/admin.js" defer></script>' in page
+    assert '<label for="id_date_joined_0">Date:</label> <input type="text" name="date_joined_0"' in page
+    assert '<label for="id_date_joined_1">Time:</label> <input type="text" name="date_joined_1"' in page

@@ -6,16 +6,17 @@ from __future__ import annotations
 import pytest
 
 from conversations import services
-from conversations.exceptions import AccessRefused
+from conversations.exceptions import AccessRefused, RateLimited
+from conversations.models import AuditEvent
 from conversations.ratelimit import SharedWindow
 from conversations.runs import db
 from tools.registry import registry
 
 accept_turn = db.accept_turn.func
-# The user and their permissions (3), the conversation with what the client_id stored and whether there are files
-# (1), the gate (1), the decisions a message settles (1), the message with its title and audit row in a transaction
-# (5 with BEGIN and COMMIT on SQLite), the run's audit row and the answer's row (2), the history (1).
-MOST_STATEMENTS = 14
+# The user and their permissions (3), the conversation with what the client_id stored, whether there are files
+# and whether decisions wait to be settled (1), then one transaction (5 with BEGIN and COMMIT on SQLite): the gate
+# with the title, the message and the answer's row, their audit rows; and the history (1).
+MOST_STATEMENTS = 10
 HELLO = services.Turn("message", "Hello", "c-1", metadata={"context": {}})
 
 
@@ -37,7 +38,48 @@ def test_a_new_message_is_taken_in_with_a_bounded_number_of_statements(alice, li
     history, tools, _, context = accepted.begun.inputs
     assert history == [{"role": "user", "content": "Hello"}] and context == {}
     assert [tool.name for tool in tools] == [tool.name for tool in registry.permitted(alice)]
-    assert accepted.begun.message_id is not None
+
+    # What it stored: the gate with the run, the title, the message and the answer's row, and what happened.
+    conversation.refresh_from_db()
+    assert conversation.active_run_id == accepted.run_id and conversation.title == "Hello"
+    question, answer = conversation.messages.order_by("id")
+    assert (question.role, question.content, question.client_id, question.metadata) == (
+        "user",
+        "Hello",
+        "c-1",
+        {"context": {}},
+    )
+    assert echo["message"]["id"] == question.pk and accepted.begun.message_id == answer.pk
+    assert (answer.role, answer.status, answer.metadata) == ("assistant", "streaming", {"run_id": str(accepted.run_id)})
+    audit = list(
+        AuditEvent.objects.filter(conversation=conversation)
+        .exclude(kind="conversation_created")
+        .order_by("id")
+        .values("kind", "actor", "data")
+    )
+    assert audit == [
+        {
+            "kind": "message_sent",
+            "actor": alice.pk,
+            "data": {"message_id": question.pk, "client_id": "c-1", "length": 5},
+        },
+        {"kind": "run_started", "actor": alice.pk, "data": {"run_id": str(accepted.run_id)}},
+    ]
+
+
+def test_a_message_over_the_rate_limit_stores_nothing_and_leaves_the_gate_open(alice):
+    conversation = services.conversation_create(owner=alice)
+    access = (alice, None, frozenset(alice.get_all_permissions()))
+    spent = SharedWindow("intake-test-spent", 1, seconds=60)
+    spent.allow(alice.pk)
+
+    with pytest.raises(RateLimited):
+        accept_turn(conversation, access, HELLO, spent, registry)
+
+    conversation.refresh_from_db()
+    assert conversation.active_run_id is None and conversation.title == ""
+    assert not conversation.messages.exists()
+    assert not AuditEvent.objects.filter(conversation=conversation, kind__in=["message_sent", "run_started"]).exists()
 
 
 def test_a_message_seen_before_is_echoed_and_nothing_is_stored_again(alice, limiter):

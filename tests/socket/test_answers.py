@@ -100,6 +100,7 @@ async def test_regenerate_keeps_the_old_answer_superseded_and_answers_the_same_q
 
     replaced = of(frames, "message")[0]["message"]
     assert (replaced["id"], replaced["superseded"], replaced["content"]) == (old["id"], True, "Paris, I think.")
+    assert replaced["metadata"]["replaced"] == {"after": question, "branch": old["id"]}
     started = one(frames, "run_started")
     assert started["client_id"] == "regen-1"
     assert text_of(frames) == "The capital of France is Paris." and frames[-1]["status"] == "completed"
@@ -232,8 +233,11 @@ async def test_an_edit_supersedes_the_message_and_everything_after_it(llm, socke
         socket, {"type": "edit", "message_id": first["id"], "content": "Q one, better", "client_id": "e1"}
     )
 
-    superseded = [frame["message"]["content"] for frame in of(frames, "message") if frame["message"]["superseded"]]
-    assert superseded == ["Q one", "A one.", "Q two", "A two."]
+    superseded = [frame["message"] for frame in of(frames, "message") if frame["message"]["superseded"]]
+    assert [message["content"] for message in superseded] == ["Q one", "A one.", "Q two", "A two."]
+    # One earlier version, from the start of the conversation, which the page shows above the new question.
+    mark = {"after": None, "branch": first["id"]}
+    assert [message["metadata"]["replaced"] for message in superseded] == [mark] * 4
     echo = one(frames, "message", client_id="e1")["message"]
     assert (echo["role"], echo["content"], echo["superseded"]) == ("user", "Q one, better", False)
     assert frames[-1]["status"] == "completed" and text_of(frames) == "A one, edited."

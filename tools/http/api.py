@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 from django.apps import apps
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions, serializers
 from rest_framework.response import Response
@@ -24,7 +26,7 @@ def configured_services() -> list[Service]:
 
 
 class IsServiceAccount(permissions.BasePermission):
-    message = "Only service accounts may obtain the agent's service token."
+    message = gettext_lazy("Only service accounts may obtain the agent's service token.")
 
     def has_permission(self, request, view) -> bool:
         return bool(request.user and request.user.is_authenticated and request.user.has_perm(ISSUE_SERVICE_TOKEN))
@@ -37,8 +39,11 @@ class ServiceTokenRequestSerializer(serializers.Serializer):
         services = configured_services()
         found = next((service for service in services if service.name == value), None)
         if found is None:
-            names = ", ".join(service.name for service in services) or "none"
-            raise serializers.ValidationError(f"No HTTP service named {value!r} is configured (configured: {names}).")
+            names = ", ".join(service.name for service in services) or _("none")
+            raise serializers.ValidationError(
+                _("No HTTP service named %(name)s is configured (configured: %(names)s).")
+                % {"name": repr(value), "names": names}
+            )
         return found
 
 

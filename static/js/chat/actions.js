@@ -52,7 +52,8 @@ export class MessageActions {
   refresh() {
     const idle = !this.archived && this.socket.connected && !this.composer.running;
     for (const button of this.list.querySelectorAll('.msg-user [data-action="edit"]')) button.hidden = !idle;
-    const entries = this.list.querySelectorAll(".msg, .tool-card");
+    // The live branch's rows: earlier versions, in their own lists, are read-only.
+    const entries = this.list.querySelectorAll(":scope > .msg, :scope > .tool-card");
     const lastNode = entries[entries.length - 1];
     const last = lastNode && { kind: this.kindOf(lastNode), status: lastNode.dataset.status };
     const asked = Boolean(this.list.querySelector(".msg-user"));

@@ -9,6 +9,7 @@ import { gettext } from "./i18n.js";
 import { admit, answerAfter, finishedAnswer, outcomeState, seenFromReady, shownAnswer } from "./live.js";
 import { answerEnding, noticeText } from "./notices.js";
 import { streamedText, streamText } from "./streaming.js";
+import { placeOf, Versions } from "./versions.js";
 
 const HISTORY_PAGE_SIZE = 500;
 
@@ -32,6 +33,8 @@ export class Timeline {
     this.syncing = false; // between `ready` and the end of its history check: frames wait in the queue
     this.queue = [];
     this.seen = null; // {runId, seq}: the newest run frame applied
+    this.live = { list, cards, readonly: false }; // where the live branch is drawn; earlier versions have their own
+    this.versions = new Versions(list);
   }
 
   receive(frame) {
@@ -77,20 +80,28 @@ export class Timeline {
   /** What was stored while this page was not listening: drawn again from the history API when it differs. */
   async syncHistory(force) {
     const messages = await this.fetchHistory();
-    const stored = messages.filter((message) => message.status !== "streaming");
+    // Earlier versions are compared too, and whether each message is shown as one.
+    const stored = messages.filter(
+      (message) => message.status !== "streaming" && (!message.superseded || placeOf(message)),
+    );
+    const branch = (node) => (node.closest(".versions") ? "earlier" : "live");
     const shown = Array.from(this.list.querySelectorAll("[data-message-id]"))
       .filter((node) => node.dataset.status !== "streaming")
-      .map((node) => `${node.dataset.messageId}:${node.dataset.status}`);
+      .map((node) => `${node.dataset.messageId}:${node.dataset.status}:${branch(node)}`);
     const results = Array.from(this.list.querySelectorAll(".tool-card[data-result-id]")).map(
-      (node) => `${node.dataset.resultId}:tool`,
+      (node) => `${node.dataset.resultId}:tool:${branch(node)}`,
     );
+    const branchOf = (message) => (message.superseded ? "earlier" : "live");
     const expected = stored
       .filter((message) => message.role === "user" || (message.role === "assistant" && message.content))
-      .map((message) => `${message.id}:${message.status}`);
-    const expectedResults = stored.filter((message) => message.role === "tool").map((message) => `${message.id}:tool`);
+      .map((message) => `${message.id}:${message.status}:${branchOf(message)}`);
+    const expectedResults = stored
+      .filter((message) => message.role === "tool")
+      .map((message) => `${message.id}:tool:${branchOf(message)}`);
     const same = (a, b) => a.length === b.length && a.every((value, index) => value === b[index]);
-    if (!force && same(shown, expected) && same(results.sort(), expectedResults.sort())) return;
+    if (!force && same(shown.sort(), expected.sort()) && same(results.sort(), expectedResults.sort())) return;
     this.list.replaceChildren();
+    this.versions = new Versions(this.list);
     for (const message of messages) this.renderMessage(message);
     if (!messages.length) document.getElementById("empty-chat")?.remove();
   }
@@ -101,7 +112,7 @@ export class Timeline {
       if (!response.ok) throw new Error(String(response.status));
       return response.json();
     };
-    const last = await get(`${this.historyUrl}?page=last&page_size=${HISTORY_PAGE_SIZE}&include_superseded=false`);
+    const last = await get(`${this.historyUrl}?page=last&page_size=${HISTORY_PAGE_SIZE}`);
     let messages = last.results || [];
     if (last.previous && messages.length < Math.min(last.count, HISTORY_PAGE_SIZE)) {
       const previous = await get(last.previous);
@@ -169,8 +180,9 @@ export class Timeline {
 
   // --- messages ----------------------------------------------------------------------------------
 
+  /** A message's row on the live branch. */
   findMessage(id) {
-    return findBy(this.list, "", "message-id", id);
+    return findBy(this.list, ":scope > ", "message-id", id);
   }
 
   onMessage(message, clientId) {
@@ -181,32 +193,39 @@ export class Timeline {
 
   renderMessage(message, clientId) {
     if (message.superseded) {
-      // Replaced by a regenerated answer or an edited question: the page shows the live branch.
+      // Replaced by a regenerated answer or an edited question: it leaves the live branch for its earlier version.
       (message.role === "tool" ? this.cards.find(message.tool_call_id) : this.findMessage(message.id))?.remove();
       for (const call of message.tool_calls || []) this.cards.find(call.id)?.remove();
       if (message.tool_call_id) this.confirmations.remove(message.tool_call_id);
+      this.versions.add(message, (view) => this.draw(message, view));
       return;
     }
+    this.draw(message, this.live);
+    this.composer.echoed(clientId);
+  }
+
+  /** A message's row (or its call's card) in `view`: the live branch, or an earlier version, read-only. */
+  draw(message, view) {
     if (message.role === "user") {
-      if (this.findMessage(message.id)) return;
+      if (findBy(view.list, ":scope > ", "message-id", message.id)) return;
       const item = clone("user-message");
       item.dataset.messageId = message.id;
       item.dataset.status = message.status;
       item.querySelector(".msg-text").textContent = message.content;
+      if (view.readonly) item.querySelector('[data-action="edit"]').remove();
       const chips = this.fileChips(message);
       if (chips) item.querySelector(".bubble").append(chips);
-      appendEntry(this.list, item);
+      appendEntry(view.list, item);
     } else if (message.role === "assistant") {
-      this.renderAssistant(message);
+      this.renderAssistant(message, view);
     } else if (message.role === "tool") {
-      const card = this.cards.card(message.tool_call_id, message.tool_name);
+      const card = view.cards.card(message.tool_call_id, message.tool_name);
       card.dataset.resultId = message.id;
-      this.cards.setOutput(card, pretty(message.content));
-      this.cards.setState(card, outcomeState(message.outcome));
-      if (message.decision) this.cards.setDecision(card, message.decision);
+      view.cards.setOutput(card, pretty(message.content));
+      view.cards.setState(card, outcomeState(message.outcome));
+      if (message.decision) view.cards.setDecision(card, message.decision);
       this.confirmations.remove(message.tool_call_id);
     }
-    this.composer.echoed(clientId);
   }
 
   fileChips(message) {
@@ -226,15 +245,15 @@ export class Timeline {
     return list;
   }
 
-  renderAssistant(message) {
-    let item = this.findMessage(message.id);
+  renderAssistant(message, view) {
+    let item = findBy(view.list, ":scope > ", "message-id", message.id);
     const shown = shownAnswer(message);
     if (!shown) {
       item?.remove();
     } else {
       if (!item) {
         item = this.assistantItem(message.id);
-        appendEntry(this.list, item);
+        appendEntry(view.list, item);
       }
       item.dataset.status = shown.status;
       item.classList.remove("thinking");
@@ -257,7 +276,7 @@ export class Timeline {
         }
       }
     }
-    for (const call of message.tool_calls || []) this.cards.card(call.id, call.name, call.args);
+    for (const call of message.tool_calls || []) view.cards.card(call.id, call.name, call.args);
   }
 
   assistantItem(id) {
@@ -296,7 +315,7 @@ export class Timeline {
 
   /** After a run: answers that never got a word go; any still marked streaming is final as it stands. */
   finishStreaming() {
-    for (const item of this.list.querySelectorAll('.msg-assistant[data-status="streaming"]')) {
+    for (const item of this.list.querySelectorAll(':scope > .msg-assistant[data-status="streaming"]')) {
       if (!finishedAnswer(answerOf(item))) item.remove();
     }
   }

@@ -11,8 +11,9 @@ export class ToolCards {
     this.labels = null; // state → its translated label, from <template id="tpl-tool-states">
   }
 
+  /** The call's card among the list's own rows (an earlier version's cards are in its own list). */
   find(id) {
-    return findBy(this.list, ".tool-card", "tool-call-id", id);
+    return findBy(this.list, ":scope > .tool-card", "tool-call-id", id);
   }
 
   /** The call's card, drawn at the end of the conversation when it is not there yet. */

@@ -1,15 +1,18 @@
-// Files to send: attached with the button or dropped on the chat, checked here first, uploaded with progress
-// (the server checks them again), shown as chips until the message that carries them is sent.
+// Files to send: attached with the button or dropped on the chat or the start page, checked here first, uploaded
+// with progress (the server checks them again), shown as chips until the message that carries them is sent.
 
 import { clone } from "./dom.js";
 import { fileProblem, formatSize } from "./format.js";
 import { fill, gettext } from "./i18n.js";
 
 export class Uploads {
-  /** `changed()` runs whenever an upload starts or ends; `notices` says why a file is refused. */
+  /**
+   * `url`: where files are uploaded, or a function that gives a promise of it (the start page's draft, made with the
+   * first file); `changed()` runs whenever an upload starts or ends; `notices` says why a file is refused.
+   */
   constructor(root, { url, csrf, rules, archived, notices, input, changed }) {
     this.root = root;
-    this.url = url;
+    this.url = typeof url === "function" ? url : async () => url;
     this.csrf = csrf;
     this.rules = rules;
     this.archived = archived;
@@ -52,6 +55,12 @@ export class Uploads {
 
   nameOf(id) {
     return this.names.get(String(id));
+  }
+
+  /** Files uploaded before this page was opened ({id, name, kind, size}: the start page's), ready to go. */
+  adopt(files) {
+    for (const { id, name, kind, size } of files) this.uploaded(this.item({ name, size }), id, kind);
+    if (files.length) this.changed();
   }
 
   bind() {
@@ -102,14 +111,13 @@ export class Uploads {
     }
   }
 
-  upload(file) {
+  /** The chip of `file` ({name, size}), uploading, until it is removed. */
+  item(file) {
     const chip = clone("upload-chip");
-    const progress = chip.querySelector("progress");
-    const status = chip.querySelector(".chip-status");
     const upload = { file, state: "uploading", id: null, xhr: new XMLHttpRequest(), chip, kind: "" };
     chip.querySelector(".chip-name").textContent = file.name;
     chip.querySelector(".chip-size").textContent = formatSize(file.size);
-    progress.setAttribute("aria-label", fill(gettext("Uploading %(name)s"), { name: file.name }));
+    chip.querySelector("progress").setAttribute("aria-label", fill(gettext("Uploading %(name)s"), { name: file.name }));
     const remove = chip.querySelector(".chip-remove");
     remove.setAttribute("aria-label", fill(gettext("Remove %(name)s"), { name: file.name }));
     remove.addEventListener("click", () => {
@@ -121,9 +129,27 @@ export class Uploads {
     });
     this.items.push(upload);
     this.chips.append(chip);
-    this.changed();
+    return upload;
+  }
 
-    const xhr = upload.xhr;
+  /** The server has the file: its chip says it is ready to go. */
+  uploaded(upload, id, kind) {
+    upload.state = "done";
+    upload.id = String(id);
+    upload.kind = kind || "";
+    upload.chip.classList.remove("uploading");
+    upload.chip.classList.add("done");
+    upload.chip.dataset.attachmentId = upload.id;
+    upload.chip.querySelector("progress").remove();
+    upload.chip.querySelector(".chip-status").textContent = gettext("ready");
+  }
+
+  upload(file) {
+    const upload = this.item(file);
+    this.changed();
+    const { chip, xhr } = upload;
+    const progress = chip.querySelector("progress");
+    const status = chip.querySelector(".chip-status");
     const fail = (text) => {
       upload.state = "error";
       chip.classList.remove("uploading");
@@ -144,14 +170,7 @@ export class Uploads {
         body = {};
       }
       if (xhr.status === 201 && body.id) {
-        upload.state = "done";
-        upload.id = String(body.id);
-        upload.kind = body.kind || "";
-        chip.classList.remove("uploading");
-        chip.classList.add("done");
-        chip.dataset.attachmentId = upload.id;
-        progress.remove();
-        status.textContent = gettext("ready");
+        this.uploaded(upload, body.id, body.kind);
         this.changed();
       } else if (xhr.status === 413) {
         fail(fill(gettext("too large: files may be at most %(limit)s MB"), { limit: Math.round(this.rules.maxBytes / (1024 * 1024)) }));
@@ -166,11 +185,17 @@ export class Uploads {
       }
     });
     xhr.addEventListener("error", () => fail(gettext("could not be uploaded: the connection failed")));
-    xhr.open("POST", this.url);
-    xhr.setRequestHeader("X-CSRFToken", this.csrf);
-    xhr.setRequestHeader("Accept", "application/json");
-    const form = new FormData();
-    form.append("file", file, file.name);
-    xhr.send(form);
+    this.url().then(
+      (url) => {
+        if (!this.items.includes(upload)) return; // removed while the start page's draft was being made
+        xhr.open("POST", url);
+        xhr.setRequestHeader("X-CSRFToken", this.csrf);
+        xhr.setRequestHeader("Accept", "application/json");
+        const form = new FormData();
+        form.append("file", file, file.name);
+        xhr.send(form);
+      },
+      () => fail(gettext("could not be uploaded")),
+    );
   }
 }
