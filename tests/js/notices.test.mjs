@@ -16,6 +16,9 @@ test("a stopped or failed answer says so under it; the step limit in words of th
 
 test("codes become sentences; a refusal keeps the server's words", () => {
   assert.match(errorText("BUSY", "…", false), /still answering/);
+  const budget = "You have used today's budget of 1,000 tokens. It resets at midnight (UTC), in 3 h 12 min.";
+  assert.equal(errorText("RATE_LIMITED", budget, false), budget);
+  assert.match(errorText("RATE_LIMITED", "", false), /too fast/);
   assert.equal(errorText("FORBIDDEN", "This account has been deactivated.", true), "This account has been deactivated.");
   assert.equal(errorText("INVALID", "There is no answer to regenerate yet.", false), "That was not accepted: There is no answer to regenerate yet.");
   assert.equal(noticeText("NO_SUCH_CODE"), "Note from the server.");

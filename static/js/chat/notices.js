@@ -34,6 +34,8 @@ export function errorText(code, message, refused, demo = false) {
     );
   }
   if (code === "INVALID") return fill(gettext("That was not accepted: %(detail)s"), { detail: message });
+  // Several limits give this code (frames, messages a minute, the daily budget): the server's words say which, and when.
+  if (code === "RATE_LIMITED" && message) return message;
   return (ERRORS[code] || (() => gettext("Something went wrong.")))();
 }
 
