@@ -330,7 +330,8 @@ def gate_and_text(conversation, message_id) -> tuple[Any, str]:
 async def test_a_run_that_outlives_a_database_outage_completes_and_keeps_its_gate(
     daphnes, remote_sockets, database_proxy, fake_llm, conversation, alice
 ):
-    text = "".join(f"word{index:03d} " for index in range(150))  # 150 chunks 50 ms apart: outlives the outage
+    # 250 chunks 50 ms apart: outlives the outage, and the pool's reconnecting after it, by seconds.
+    text = "".join(f"word{index:03d} " for index in range(250))
     fake_llm.script(Reply(text=text, chunk_chars=8, interval=0.05), Reply(text="Never asked for."))
     server = (await asyncio.to_thread(daphnes, 1, env={"DATABASE_URL": through(database_proxy)}))[0]
     socket = await remote_sockets(server, conversation, alice)
@@ -356,7 +357,7 @@ async def test_a_run_that_outlives_a_database_outage_completes_and_keeps_its_gat
         heartbeat, stored_text = await gate_and_text(conversation, message_id)
         return heartbeat is not None and heartbeat > restored and len(stored_text) > len(at_restore)
 
-    await eventually(beating_and_flushing, 2.5, "after the outage the run neither beat its heart nor stored its text")
+    await eventually(beating_and_flushing, 5, "after the outage the run neither beat its heart nor stored its text")
     await socket.send({"type": "message", "content": "Me too?", "client_id": "long-2"})
     frames += await socket.receive_until("run_finished", timeout=15)
 
