@@ -133,6 +133,12 @@ class TurnStart(NamedTuple):
     has_files: bool  # whether the user has files in the conversation
 
 
+def refreshed(conversation: Conversation, fresh: Conversation) -> None:
+    """`conversation` (the object a socket holds) given the fields of `fresh`, the same row read again."""
+    for field in Conversation._meta.concrete_fields:
+        setattr(conversation, field.attname, getattr(fresh, field.attname))
+
+
 def turn_start(conversation: Conversation, user, client_id: str | None) -> TurnStart:
     """The conversation read again (in place), with what taking a turn needs first, in one query: the message a
     client_id was stored with before, and whether there are files to list."""
@@ -141,8 +147,7 @@ def turn_start(conversation: Conversation, user, client_id: str | None) -> TurnS
         seen=Subquery(seen) if client_id else Value(None, output_field=IntegerField()),
         has_files=Exists(Attachment.objects.filter(conversation=OuterRef("pk"), owner=user)),
     ).get(pk=conversation.pk)
-    for field in Conversation._meta.concrete_fields:
-        setattr(conversation, field.attname, getattr(fresh, field.attname))
+    refreshed(conversation, fresh)
     found = conversation.messages.prefetch_related("attachments").get(pk=fresh.seen) if fresh.seen else None
     return TurnStart(found, fresh.has_files)
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from .. import selectors
 from ..models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation
 from ..sql import param, statement
 from .conversations import title_from_text
@@ -63,8 +64,7 @@ def message_intake(*, conversation: Conversation, user, turn: Turn, admit: Calla
     fresh = next(iter(Conversation.objects.raw(statement(STATE), params)), None)
     if fresh is None or fresh.seen is not None or fresh.is_archived or fresh.unsettled or not turn.content.strip():
         return None
-    for field in Conversation._meta.concrete_fields:
-        setattr(conversation, field.attname, getattr(fresh, field.attname))
+    selectors.refreshed(conversation, fresh)
     now, run_id = timezone.now(), uuid.uuid4()
     title = conversation.title or title_from_text(turn.content)
     stamp = param(Conversation, "updated_at", now)
