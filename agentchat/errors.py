@@ -13,7 +13,7 @@ from rest_framework.views import exception_handler
 from rest_framework_simplejwt.exceptions import InvalidToken
 
 from agentchat.agent.providers import ProviderError, ProviderNotConfigured
-from agentchat.sentences import translate
+from agentchat.sentences import token_problem, translate
 from tools.documents.exceptions import DocumentError
 
 CODES: list[tuple[type[Exception], str]] = [
@@ -54,13 +54,6 @@ def _sentence(detail) -> str:
     return str(detail)
 
 
-def _token_sentence(exc: InvalidToken) -> str:
-    text = str(exc.detail)
-    if "expired" in text:
-        return _("The token has expired. Sign in again or refresh it.")
-    return _("The token is not valid. Sign in again.")
-
-
 def _provider_error(exc: ProviderError) -> ApiError:
     if isinstance(exc, ProviderNotConfigured):
         return ApiError(translate(exc.message), code="PROVIDER_ERROR", status_code=status.HTTP_502_BAD_GATEWAY)
@@ -89,7 +82,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     else:
         code = next((code for cls, code in CODES if isinstance(exc, cls)), "ERROR")
         if isinstance(exc, InvalidToken):
-            message = _token_sentence(exc)
+            message = _(token_problem(str(exc.detail)))
         elif isinstance(exc, exceptions.NotFound):
             message = _("Not found.")
         elif isinstance(exc, exceptions.ValidationError) and isinstance(exc.detail, dict):

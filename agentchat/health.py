@@ -12,9 +12,15 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
+from django.utils.translation import gettext_lazy as _
 
 from agentchat.errors import ApiError
 
+NOT_READY = {
+    ("database",): _("Not ready: the database is unreachable."),
+    ("channel_layer",): _("Not ready: the channel layer is unreachable."),
+    ("database", "channel_layer"): _("Not ready: the database and the channel layer are unreachable."),
+}
 # Long enough for a busy database or Redis, short enough for a prober's own timeout.
 CHECK_TIMEOUT = 3.0
 
@@ -42,7 +48,6 @@ async def healthz(request: HttpRequest) -> JsonResponse:
             down.append(name)
     state = {name: "down" if name in down else "ok" for name in parts}
     if down:
-        sentence = f"Not ready: {' and '.join(name.replace('_', ' ') for name in down)} unreachable."
-        error = ApiError(sentence, code="UNAVAILABLE", status_code=503, **state)
+        error = ApiError(NOT_READY[tuple(down)], code="UNAVAILABLE", status_code=503, **state)
         return JsonResponse(error.body(), status=error.status_code)
     return JsonResponse({"status": "ok", **state})

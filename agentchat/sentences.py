@@ -13,10 +13,23 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
+from types import SimpleNamespace
 
-from django.utils.translation import gettext, gettext_noop
+from django.utils import translation
+from django.utils.translation import gettext
+
+
+def gettext_noop(text: str) -> str:
+    """Marks `text` for makemessages, which looks for this name. Django's own needs the settings, which are not
+    loaded yet when the server's front end imports this (agentchat.server)."""
+    return text
+
 
 TEMPLATES = [
+    # Refused by the server's front end, before Django reads the request (agentchat.server).
+    gettext_noop("The request body is larger than %(size)s MB, the most accepted."),
+    gettext_noop("The request is malformed."),
     # How a run ended without an answer (conversations.runs, conversations.selectors).
     gettext_noop("You pressed Stop."),
     gettext_noop("Something went wrong on our side while answering."),
@@ -171,3 +184,17 @@ def translate(text: str) -> str:
         if found := pattern.fullmatch(text):
             return gettext(template) % {name: translate(value) for name, value in found.groupdict().items()}
     return text
+
+
+def token_problem(problem: str) -> str:
+    """What simplejwt's `problem` with a token means for the person holding it, in English."""
+    if "expired" in problem:
+        return gettext_noop("The token has expired. Sign in again or refresh it.")
+    return gettext_noop("The token is not valid. Sign in again.")
+
+
+def reader_language(cookies: Mapping[str, str], accept_language: str) -> str:
+    """The language to answer in, chosen as LocaleMiddleware chooses a request's: the language cookie, then
+    Accept-Language, then LANGUAGE_CODE."""
+    request = SimpleNamespace(COOKIES=cookies, META={"HTTP_ACCEPT_LANGUAGE": accept_language})
+    return translation.get_language_from_request(request)

@@ -11,6 +11,7 @@ Here, instead:
 - Twisted parses no form body (`parsePOSTFormSubmission=False`): Django reads it, off that thread;
 - a request Twisted cannot frame (a broken chunked body, a bad header line) gets the one error shape,
   not a bare "400 Bad Request";
+- these refusals are worded in the reader's language, chosen from the request's head as Django would;
 - the model provider gets ready before the first request: the embedded model loads in the background as the
   server starts, so that the first person to ask does not wait for it;
 - a WebSocket message over `FRAME_READ_LIMIT` closes the socket with 1009 (autobahn, by default,
@@ -34,9 +35,13 @@ import django
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
 from daphne.ws_protocol import WebSocketFactory
+from django.conf import settings
+from django.http.cookie import parse_cookie
+from django.utils import translation
 from twisted.web import http
 
 from agentchat.agent.providers import ProviderError, warm_up
+from agentchat.sentences import reader_language, translate
 from conversations.api import uploads
 from conversations.api.uploads import ATTACHMENTS_PATH, MULTIPART_SLACK
 from tools.documents.limits import MAX_UPLOAD_BYTES, MiB
@@ -105,11 +110,13 @@ class GuardedChannel(http.HTTPChannel):
         self.refuse(400, b"Bad Request", {"error": "The request is malformed.", "code": "INVALID"})
 
     def refuse(self, status: int, reason: bytes, body: dict) -> None:
-        """Answer now, in the one error shape, and take nothing more from this connection."""
+        """Answer now, in the one error shape and the reader's language, and take nothing more from this
+        connection."""
         if self.refused:
             return
         self.refused = True
-        payload = json.dumps(body).encode()
+        with translation.override(self.reader_language()):
+            payload = json.dumps({**body, "error": translate(body["error"])}).encode()
         head = (
             b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
             % (status, reason, len(payload))
@@ -118,6 +125,16 @@ class GuardedChannel(http.HTTPChannel):
         # Half-closed, the client still reads the answer; a TLS transport offers no half-close, only a close.
         getattr(self.transport, "loseWriteConnection", self.transport.loseConnection)()
         self.setTimeout(LINGER_SECONDS)
+
+    def reader_language(self) -> str:
+        """As Django would choose it for the request being refused; a request whose head could not be read has
+        none."""
+        if not self.requests:
+            return settings.LANGUAGE_CODE
+        headers = self.requests[-1].requestHeaders
+        cookie = b"; ".join(headers.getRawHeaders(b"cookie", [])).decode("latin-1")
+        accept = b", ".join(headers.getRawHeaders(b"accept-language", [])).decode("latin-1")
+        return reader_language(parse_cookie(cookie), accept)
 
 
 class GuardedHTTPFactory(HTTPFactory):

@@ -9,7 +9,6 @@ import json
 import logging
 import time
 import uuid
-from types import SimpleNamespace
 from typing import Any
 
 from channels.consumer import get_handler_name
@@ -23,6 +22,8 @@ from django.utils.translation import gettext_lazy, gettext_noop
 from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.settings import api_settings as jwt_settings
 from rest_framework_simplejwt.tokens import AccessToken
+
+from agentchat.sentences import reader_language, token_problem
 
 from . import live_auth, runs, selectors, services
 from .exceptions import AccessRefused, ChatError, Invalid
@@ -76,7 +77,7 @@ def _user_from_token(raw: str):
     try:
         token = AccessToken(raw)
     except TokenError as exc:
-        return None, str(exc.args[0]) if exc.args else "Token is invalid"
+        return None, token_problem(str(exc.args[0]) if exc.args else "")
     user = (
         get_user_model().objects.filter(**{jwt_settings.USER_ID_FIELD: token.get(jwt_settings.USER_ID_CLAIM)}).first()
     )
@@ -118,11 +119,9 @@ def _audit_auth_failure(reason: str, path: str) -> None:
 
 
 def page_language(scope) -> str:
-    """The language of the page that opened the socket, chosen as LocaleMiddleware chooses a request's: the language
-    cookie, then Accept-Language, then LANGUAGE_CODE."""
+    """The language of the page that opened the socket."""
     accept = dict(scope.get("headers", [])).get(b"accept-language", b"").decode("latin-1")
-    handshake = SimpleNamespace(COOKIES=scope.get("cookies", {}), META={"HTTP_ACCEPT_LANGUAGE": accept})
-    return translation.get_language_from_request(handshake)
+    return reader_language(scope.get("cookies", {}), accept)
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):

@@ -34,6 +34,7 @@ from tools.documents.context import catalogue, with_files, with_references
 from tools.files import StoredFile
 from tools.registry import Tool, ToolContext
 
+from .decisions import decision_of, decisions_for
 from .models import Attachment, Conversation, Message, PendingConfirmation, TokenUsage, ToolJob
 from .search import conversations_search
 from .sql import param, statement
@@ -243,7 +244,7 @@ UNSETTLED = Q(status__in=PendingConfirmation.DECIDED, result__isnull=True)
 
 def confirmations_unsettled(conversation: Conversation) -> QuerySet[PendingConfirmation]:
     """Decided calls whose result is not stored yet: to carry out, or to tell how they ended."""
-    return conversation.confirmations.filter(UNSETTLED).order_by("created_at")
+    return conversation.confirmations.filter(UNSETTLED).select_related("decided_by").order_by("created_at")
 
 
 def confirmations_open(conversation: Conversation) -> QuerySet[PendingConfirmation]:
@@ -419,10 +420,18 @@ def tool_job_for(conversation: Conversation, tool_call_id: str) -> ToolJob | Non
 
 def tools_in_flight(conversation: Conversation) -> list[dict]:
     """The background jobs not finished yet, as the cards of a live run's snapshot show them."""
-    jobs = conversation.tool_jobs.filter(status__in=[ToolJob.Status.QUEUED, ToolJob.Status.RUNNING])
+    running = conversation.tool_jobs.filter(status__in=[ToolJob.Status.QUEUED, ToolJob.Status.RUNNING])
+    jobs = list(running.order_by("created_at"))
+    decided = decisions_for(conversation.pk) if jobs else {}
     return [
-        {"tool_call_id": job.tool_call_id, "tool": job.tool_name, "input": job.args, "background": True}
-        for job in jobs.order_by("created_at")
+        {
+            "tool_call_id": job.tool_call_id,
+            "tool": job.tool_name,
+            "input": job.args,
+            "background": True,
+            "decision": decision_of(decided[job.tool_call_id]) if job.tool_call_id in decided else None,
+        }
+        for job in jobs
     ]
 
 

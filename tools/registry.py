@@ -29,6 +29,8 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agentchat.sentences import gettext_noop
+
 from .files import Files
 
 logger = logging.getLogger(__name__)
@@ -78,12 +80,6 @@ class ToolContext:
     conversation_id: str | None = None
     page_context: dict[str, Any] = field(default_factory=dict)
     files: Files | None = None
-
-
-def gettext_noop(text: str) -> str:
-    """Marks `text` for makemessages, which looks for this name. Django's own needs the settings, which are not
-    loaded yet when the server imports the tools (agentchat.server)."""
-    return text
 
 
 def as_written(text: str) -> str:

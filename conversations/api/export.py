@@ -7,12 +7,21 @@ import re
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework import renderers, serializers
+
+from agentchat.sentences import translate
 
 from ..models import Conversation, Message, PendingConfirmation
 from .serializers import MessageSerializer
 
-ROLES = {Message.Role.USER: "You", Message.Role.ASSISTANT: "Assistant", Message.Role.TOOL: "Tool", "system": "System"}
+ROLES = {
+    Message.Role.USER: gettext_lazy("You"),
+    Message.Role.ASSISTANT: gettext_lazy("Assistant"),
+    Message.Role.TOOL: gettext_lazy("Tool"),
+    "system": gettext_lazy("System"),
+}
 
 
 class MarkdownRenderer(renderers.BaseRenderer):
@@ -53,23 +62,26 @@ def as_json(conversation: Conversation, messages: list[Message]) -> dict[str, An
 
 
 def as_markdown(conversation: Conversation, messages: list[Message]) -> str:
+    """In the reader's language; what the people and the model wrote stays as written."""
     decisions = {item.tool_call_id: item for item in conversation.confirmations.select_related("decided_by")}
-    parts = [f"# {conversation.title or 'Conversation'}", f"Exported {_when(timezone.now())}."]
+    parts = [f"# {conversation.title or _('Conversation')}", _("Exported %(when)s.") % {"when": _when(timezone.now())}]
     for message in messages:
-        replaced = " · replaced by a later version" if message.superseded else ""
-        parts.append(f"**{ROLES.get(message.role, message.role)}** · {_when(message.created_at)}{replaced}")
+        heading = f"**{ROLES.get(message.role, message.role)}** · {_when(message.created_at)}"
+        parts.append(heading + (_(" · replaced by a later version") if message.superseded else ""))
         if message.role == Message.Role.TOOL:
-            parts.append(f"`{message.tool_name}` ({message.outcome or 'done'}):\n\n{_fenced(message.content)}")
+            outcome = message.outcome or _("done")
+            parts.append(f"`{message.tool_name}` ({outcome}):\n\n{_fenced(message.content)}")
         elif message.content:
             parts.append(message.content)
         for call in message.tool_calls or []:
-            parts.append(
-                f"Calls `{call['name']}`:\n\n{_fenced(json.dumps(call['args'], indent=2, sort_keys=True), 'json')}"
-            )
+            arguments = _fenced(json.dumps(call["args"], indent=2, sort_keys=True), "json")
+            parts.append(_("Calls %(tool)s:") % {"tool": f"`{call['name']}`"} + f"\n\n{arguments}")
             if (decision := decisions.get(call["id"])) is not None:
                 parts.append(_decision(decision))
         if message.status in (Message.Status.INTERRUPTED, Message.Status.FAILED):
-            parts.append(f"_{message.status.capitalize()}: {message.error or 'no reason given'}_")
+            reason = translate(message.error) if message.error else _("no reason given")
+            ended = _("Interrupted") if message.status == Message.Status.INTERRUPTED else _("Failed")
+            parts.append(f"_{ended}: {reason}_")
     return "\n\n".join(parts) + "\n"
 
 
@@ -77,19 +89,24 @@ def _decision(decision: PendingConfirmation) -> str:
     """The decision quoted under its call, as the call's card on the page records it."""
     Status = PendingConfirmation.Status
     if decision.status == Status.PENDING:
-        return "> Waiting for a decision."
+        return "> " + _("Waiting for a decision.")
     if decision.status == Status.SUPERSEDED:
-        return "> Replaced by a new message before anyone decided: not run."
+        return "> " + _("Replaced by a new message before anyone decided: not run.")
     if decision.status == Status.EXPIRED:
-        return "> Expired before anyone decided: not run." + (f" {decision.reason}" if decision.reason else "")
-    who = decision.decided_by.get_username() if decision.decided_by else "someone"
-    line = f"> {decision.status.capitalize()} by {who}"
-    line += f" at {_when(decision.decided_at)}" if decision.decided_at else ""
+        return "> " + _("Expired before anyone decided: not run.") + (f" {decision.reason}" if decision.reason else "")
+    words = {
+        Status.APPROVED: _("Approved by %(who)s at %(when)s"),
+        Status.EDITED: _("Edited by %(who)s at %(when)s"),
+        Status.REJECTED: _("Rejected by %(who)s at %(when)s"),
+    }[decision.status]
+    who = decision.decided_by.get_username() if decision.decided_by else _("someone")
+    line = "> " + words % {"who": who, "when": _when(decision.decided_at) if decision.decided_at else "?"}
     if decision.status == Status.REJECTED:
-        return line + (f": {decision.reason}" if decision.reason else ", without a reason.")
+        return line + (f": {decision.reason}" if decision.reason else _(", without a reason."))
     ran = decision.edited_args if decision.status == Status.EDITED else decision.args
-    line += f", with the arguments `{json.dumps(ran, sort_keys=True, ensure_ascii=False)}`"
-    return line + (f". Reason: {decision.reason}" if decision.reason else ".")
+    arguments = f"`{json.dumps(ran, sort_keys=True, ensure_ascii=False)}`"
+    line += _(", with the arguments %(arguments)s") % {"arguments": arguments}
+    return line + (_(". Reason: %(reason)s") % {"reason": decision.reason} if decision.reason else ".")
 
 
 def _when(moment) -> str:

@@ -27,6 +27,7 @@ from agentchat.sentences import translate
 from tools.registry import Tool, ToolArgumentsError, ToolContext, ToolRegistry
 
 from .. import selectors, services
+from ..decisions import decision_of
 from ..exceptions import AlreadySettled, Busy, CheckpointExpired, Invalid
 from ..models import AuditEvent, Conversation, Message, PendingConfirmation
 from ..ratelimit import SharedWindow
@@ -325,9 +326,10 @@ class RunManager:
         """A decided call, as a run's first step: rejected, run now (under a claim that outlives a crash), or,
         when a run that died had started it, its background job waited for or its result said to be unknown."""
         call_id, name = confirmation.tool_call_id, confirmation.tool_name
+        decision = decision_of(confirmation)
         outcome, job = await db.decision_outcome(confirmation)
         if outcome is None and job is not None:
-            await recorder.tool_start(call_id, name, job.args, background=True)
+            await recorder.tool_start(call_id, name, job.args, background=True, decision=decision)
             outcome = await wait_for_job(job.pk, name, decided=True, send=recorder.send)
         elif outcome is None:
             edited = confirmation.status == PendingConfirmation.Status.EDITED
@@ -342,7 +344,8 @@ class RunManager:
                     decided=True,
                 ):
                     if isinstance(step, Started):
-                        await recorder.tool_start(call_id, name, step.args, background=step.tool.in_background)
+                        background = step.tool.in_background
+                        await recorder.tool_start(call_id, name, step.args, background=background, decision=decision)
                     else:
                         outcome = step
             except _StoppedAfter as stopped:

@@ -16,6 +16,7 @@ from agentchat.agent import events as ev
 from agentchat.agent.calls import Outcome, ToolOutcome
 from agentchat.sentences import translate
 
+from ..decisions import Decision
 from ..models import AuditEvent, Message, PendingConfirmation
 from . import db
 from .frames import confirmation_frame, conversation_group
@@ -110,9 +111,18 @@ class Recorder:
             await self.send(event.frame())
         return None
 
-    async def tool_start(self, call_id: str, name: str, args: dict, *, background: bool) -> None:
+    async def tool_start(
+        self, call_id: str, name: str, args: dict, *, background: bool, decision: Decision | None = None
+    ) -> None:
+        """`decision`: for a call its owner decided, the record its card shows while it runs."""
         await self.audit(AuditEvent.Kind.TOOL_CALLED, {"tool": name, "tool_call_id": call_id, "args": args})
-        self.run.tools[call_id] = {"tool_call_id": call_id, "tool": name, "input": args, "background": background}
+        self.run.tools[call_id] = {
+            "tool_call_id": call_id,
+            "tool": name,
+            "input": args,
+            "background": background,
+            "decision": decision,
+        }
         await self.send({"type": "tool_start", **self.run.tools[call_id]})
 
     async def tool_result(

@@ -31,8 +31,17 @@ def test_an_unreachable_channel_layer_is_named(client, monkeypatch):
 
     assert answer.status_code == 503
     assert answer.json() == {
-        "error": "Not ready: channel layer unreachable.",
+        "error": "Not ready: the channel layer is unreachable.",
         "code": "UNAVAILABLE",
         "database": "ok",
         "channel_layer": "down",
     }
+
+
+def test_the_sentence_is_in_the_readers_language(client, monkeypatch):
+    monkeypatch.setattr(health, "get_channel_layer", BrokenLayer)
+
+    answer = client.get("/healthz", headers={"accept-language": "ru"})
+
+    assert answer.status_code == 503
+    assert answer.json()["error"] == "Не готов: слой каналов недоступен."

@@ -28,6 +28,14 @@ def test_openapi_schema_describes_the_api(client):
     assert {"archived", "search", "page"} <= listed
 
 
+def test_a_message_says_in_the_schema_which_fields_may_be_null(client):
+    message = yaml.safe_load(client.get("/api/schema/").content)["components"]["schemas"]["Message"]["properties"]
+
+    assert message["decision"]["nullable"] is True
+    assert set(message["decision"]["required"]) == {"status", "decided_by", "decided_at", "args", "reason"}
+    assert message["decision"]["properties"]["decided_by"]["nullable"] is True
+
+
 def test_docs_page_is_served_from_local_assets(client):
     page = client.get("/api/docs/")
     assert page.status_code == 200

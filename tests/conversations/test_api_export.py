@@ -158,3 +158,15 @@ def test_json_gives_each_tool_message_its_decision(alice_api, deployed):
     assert tool["decision"]["status"] == "edited" and tool["decision"]["decided_by"] == "alice"
     assert tool["decision"]["args"] == {"dashboard_id": 3, "environment": "staging"}
     assert {message["decision"] for message in body["messages"] if message["role"] != "tool"} == {None}
+
+
+def test_markdown_is_written_in_the_readers_language_and_what_was_said_stays_as_said(alice_api, deployed):
+    text = alice_api.get(
+        f"/api/assistant/conversations/{deployed.pk}/export/?format=md", HTTP_ACCEPT_LANGUAGE="ru"
+    ).content.decode()
+
+    assert "**Вы** · " in text and "Deploy dashboard 3 to staging" in text
+    assert "Вызывает `deploy_dashboard`:" in text
+    assert "> Изменено пользователем alice " in text and "Причина: staging first" in text
+    assert "_Ошибка: Не удалось связаться с провайдером модели._" in text
+    assert "Calls" not in text and "Failed" not in text

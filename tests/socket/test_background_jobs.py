@@ -144,7 +144,9 @@ async def test_a_page_closed_and_reopened_sees_the_job_running_then_the_answer(l
     again = await sockets(conversation, alice)
     run = again.ready["run"]
     assert run is not None and run["run_id"] == start["run_id"]
-    assert run["tools"] == [{"tool_call_id": CALL, "tool": REPORT, "input": {"note": "q3"}, "background": True}]
+    assert run["tools"] == [
+        {"tool_call_id": CALL, "tool": REPORT, "input": {"note": "q3"}, "background": True, "decision": None}
+    ]
 
     jobs.open_gate("q3")
     frames = await again.receive_until("run_finished", timeout=WAIT)

@@ -335,6 +335,31 @@ async def test_the_request_carries_the_tools_schema_and_the_result_the_decision(
     assert decision["args"] == {"dashboard_id": 9, "environment": "qa"} and decision["decided_at"]
 
 
+async def test_a_call_running_after_its_approval_shows_the_decision_in_every_tab(
+    llm, tools, sockets, conversation, alice
+):
+    socket = await sockets(conversation, alice)
+    other = await sockets(conversation, alice)
+    confirm, asked = await ask_for_deploy(llm, socket)
+    assert one(asked, "tool_start", tool_call_id=LOOKUP_CALL)["decision"] is None  # it asked nobody
+    await other.receive_until("run_finished")
+    tools.release = threading.Event()
+    llm.script(Reply(text="Deployed."))
+
+    await decide(socket, confirm["confirmation_id"], "edit", args={"dashboard_id": 9, "environment": "qa"})
+    [started] = of(await other.receive_until("tool_start", tool_call_id=DEPLOY_CALL), "tool_start")
+    assert await asyncio.to_thread(tools.started.wait, 5)
+    reopened = await sockets(conversation, alice)
+    tools.release.set()
+
+    [running] = reopened.ready["run"]["tools"]
+    for decision in (started["decision"], running["decision"]):
+        assert (decision["status"], decision["decided_by"]) == ("edited", "alice")
+        assert decision["args"] == {"dashboard_id": 9, "environment": "qa"} and decision["decided_at"]
+    assert running["input"] == started["input"] == {"dashboard_id": 9, "environment": "qa"}
+    assert (await socket.receive_until("run_finished"))[-1]["status"] == "completed"
+
+
 # --- a decision is taken once ----------------------------------------------------------------------
 
 

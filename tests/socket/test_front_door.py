@@ -136,6 +136,26 @@ async def test_bodies_that_cannot_be_read_get_the_one_error_shape(daphnes, alice
     assert set(body) >= {"error", "code"}
 
 
+async def test_a_refusal_is_worded_in_the_readers_language(daphnes):
+    [server] = await asyncio.to_thread(daphnes, 1)
+    too_long = {"Content-Type": "application/json", "Content-Length": str(2 * MiB)}
+
+    (status, body), _ = await post(server, "/api/auth/token/", {**too_long, "Accept-Language": "ru-RU,ru;q=0.9"})
+    assert (status, body) == (
+        413,
+        {"error": "Тело запроса больше 1 МБ — это наибольший допустимый размер.", "code": "TOO_LARGE"},
+    )
+    # The language cookie wins over the header, as it does for every page.
+    (status, body), _ = await post(
+        server, "/api/auth/token/", {**too_long, "Accept-Language": "en", "Cookie": "theme=dark; django_language=ru"}
+    )
+    assert body["error"].startswith("Тело запроса больше 1 МБ")
+    (status, body), _ = await post(
+        server, "/api/auth/token/", {"Transfer-Encoding": "chunked", "Accept-Language": "ru"}, [b"zz\r\nnope\r\n"]
+    )
+    assert (status, body) == (400, {"error": "Запрос составлен неправильно.", "code": "INVALID"})
+
+
 async def test_frames_over_the_limit_are_answered_not_dropped(daphnes, alice):
     [server] = await asyncio.to_thread(daphnes, 1)
     conversation = await sync_to_async(services.conversation_create)(owner=alice)

@@ -24,6 +24,7 @@ from tools.registry import ToolArgs, ToolRegistry
 from .conftest import TIMEOUT, Socket
 from .helpers import of, one
 from .test_answers import ask, error
+from .test_auth_and_limits import expired_access
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,6 +73,25 @@ async def page_sockets():
     yield open_socket
     for socket in opened:
         await socket.close()
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        pytest.param("not-a-jwt", "Токен недействителен. Войдите снова.", id="garbage"),
+        pytest.param(expired_access, "Срок действия токена истёк. Войдите снова или обновите токен.", id="expired"),
+    ],
+)
+async def test_a_refused_token_is_explained_in_russian(conversation, alice, token, said):
+    headers = [(b"origin", b"http://localhost:8000"), (b"host", b"localhost:8000"), *RUSSIAN]
+    communicator = WebsocketCommunicator(application, f"/ws/chat/{conversation.pk}/", headers=headers)
+    assert (await communicator.connect(timeout=TIMEOUT))[0]
+    socket = Socket(communicator)
+
+    refused = await error(socket, {"type": "auth", "token": token if isinstance(token, str) else token(alice)})
+
+    assert (refused["code"], refused["message"]) == ("AUTH_REQUIRED", f"Не удалось пройти аутентификацию: {said}")
+    await communicator.disconnect()
 
 
 @sync_to_async

@@ -65,7 +65,9 @@ export class Timeline {
     }
     if (!run) this.finishStreaming();
     for (const call of run?.tools || []) {
-      this.cards.setState(this.cards.card(call.tool_call_id, call.tool, call.input), call.background ? "background" : "running");
+      const card = this.cards.card(call.tool_call_id, call.tool, call.input);
+      this.cards.setState(card, call.background ? "background" : "running");
+      if (call.decision) this.cards.setDecision(card, call.decision);
     }
     this.confirmations.sync(frame.pending_confirmations || []);
     this.syncing = false;
@@ -140,6 +142,7 @@ export class Timeline {
         const card = this.cards.card(frame.tool_call_id, frame.tool, frame.input);
         this.cards.setInput(card, frame.input);
         this.cards.setState(card, frame.background ? "background" : "running");
+        if (frame.decision) this.cards.setDecision(card, frame.decision);
         this.confirmations.remove(frame.tool_call_id);
         break;
       }
