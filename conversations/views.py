@@ -271,14 +271,21 @@ def _uuid(value: str) -> uuid.UUID | None:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    """The list; someone with no conversation at all starts one here, at the message box."""
+    """Where sign-in lands: the message box that starts a conversation, above the list of those already had (for
+    someone with none at all, the box alone). Archived and searched, the list alone."""
     filters = _list_filters(request)
     if not (filters["archived"] or filters["search"] or _has_conversations(request)):
         return _start(request, has_conversations=False)
     conversations = selectors.conversations_for(request.user, **filters)[:LIST_LIMIT]
     archived = request.session.pop(JUST_ARCHIVED, None)
     undo = selectors.conversation_for(request.user, archived) if archived else None
-    context = {"conversations": conversations, "undo": undo if undo and undo.is_archived else None, **filters}
+    context = {
+        "conversations": conversations,
+        "undo": undo if undo and undo.is_archived else None,
+        "start_box": not (filters["archived"] or filters["search"]),
+        **filters,
+        **_uploads(),
+    }
     return render(request, "conversations/home.html", context)
 
 

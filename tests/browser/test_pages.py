@@ -56,9 +56,10 @@ def test_new_rename_search_archive_and_restore(page, signed_in, llm):
     page.get_by_role("link", name="Active").click()
     expect(page.locator(".conversation-row")).to_have_count(3)
 
-    # A new conversation is made by its first message: looking at the start page leaves nothing behind.
-    page.get_by_role("link", name="New conversation").click()
-    expect(page).to_have_url(re.compile(r"/c/new/$"))
+    # The list opens under the message box that starts a conversation. A conversation is made by its first
+    # message: looking at the start page of its own (the chat's "New conversation") leaves nothing behind.
+    expect(page.get_by_label("Message", exact=True)).to_be_visible()
+    page.goto("/c/new/")
     expect(page.get_by_label("Message", exact=True)).to_be_focused()
     page.get_by_role("link", name="All conversations, search and archive").click()
     expect(page.locator(".conversation-row")).to_have_count(3)

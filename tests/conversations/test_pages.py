@@ -87,12 +87,23 @@ def test_a_new_conversation_begins_with_its_first_message(alice, alice_client):
 def test_someone_with_no_conversation_lands_on_the_message_box(alice, alice_client):
     page = alice_client.get("/").content.decode()
     assert 'id="start"' in page and "All conversations, search and archive" not in page
+    assert "Your conversations" not in page
     make(alice, "Old plans", archived=True)
     page = alice_client.get("/").content.decode()
-    assert 'id="start"' not in page and "Your conversations" in page
+    assert 'id="start"' in page and "Your conversations" in page
     assert "No active conversations: the ones you archived are under Archived." in page
-    assert 'href="/c/new/"' in page
     assert "All conversations, search and archive" in alice_client.get("/c/new/").content.decode()
+
+
+def test_the_list_lands_on_the_message_box_above_it_but_not_when_archived_or_searched(alice, alice_client):
+    make(alice, "Budget review", messages=1)
+
+    page = alice_client.get("/").content.decode()
+    assert page.index('id="start-message"') < page.index("Budget review")
+    assert "<h2>Your conversations</h2>" in page and 'href="/c/new/"' not in page
+    for query in ("?archived=1", "?q=budget"):
+        page = alice_client.get(f"/{query}").content.decode()
+        assert 'id="start"' not in page and 'href="/c/new/"' in page, query
 
 
 def test_archive_says_so_with_undo(alice, alice_client):

@@ -12,6 +12,8 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from agentchat.sentences import translate
+
 from .models import Dashboard, Deployment, Migration, ValidationProblem
 
 SHOWN = 10
@@ -146,7 +148,7 @@ def deployment(output: dict[str, Any]) -> str:
     ]
     if output["commit"]:
         lines.append(_("Commit %(commit)s.") % {"commit": output["commit"]})
-    lines += [f"- {note}" for note in output["notes"]]
+    lines += [f"- {translate(note)}" for note in output["notes"]]
     return _markdown(lines)
 
 

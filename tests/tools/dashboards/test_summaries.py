@@ -71,3 +71,8 @@ def test_the_changing_tools_say_what_they_did(catalogue, alice):
     english = summary("deploy_dashboard", deployment, "en")
     assert english.startswith(f"Deployment #{deployment['deployment_id']} of dashboard #42")
     assert f"to staging: {deployment['status'].replace('_', ' ')}." in english
+    # Its notes are told in the reader's language too.
+    assert "1 pending migration(s) have not been executed" in deployment["notes"]
+    assert "- 1 pending migration(s) have not been executed" in english
+    russian = summary("deploy_dashboard", deployment, "ru")
+    assert "- ожидающие миграции (их число: 1) не выполнены" in russian and "pending" not in russian
