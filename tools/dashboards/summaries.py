@@ -6,9 +6,11 @@ Every number, name and title comes from the result itself; nothing is added that
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import translation
+from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -40,6 +42,11 @@ def _markdown(lines: list[str]) -> str:
 def _label(choices: type, value: str) -> str:
     """A choice's label (translated), e.g. "production" → "продакшен"."""
     return str(dict(choices.choices).get(value, value))
+
+
+def _moment(stamp: str) -> str:
+    """A tool's ISO 8601 time as a person reads it in the active language, in UTC."""
+    return date_format(datetime.fromisoformat(stamp).astimezone(UTC), "DATETIME_FORMAT") + " UTC"
 
 
 def _problems(counts: dict[str, int]) -> str:
@@ -114,7 +121,7 @@ def health(output: dict[str, Any]) -> str:
                 % {
                     "environment": _label(Deployment.Environment, environment),
                     "status": _label(Deployment.Status, deployment["status"]),
-                    "at": deployment["at"],
+                    "at": _moment(deployment["at"]),
                     "by": deployment["by"] or "—",
                 }
             )

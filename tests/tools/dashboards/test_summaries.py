@@ -38,6 +38,10 @@ def test_the_health_of_dashboard_42_in_both_languages(catalogue):
         "Ошибок нет, поэтому его можно выкатить в продакшен.",
     ]
     assert "2 миграции ожидают" in russian
+    # When it was last deployed, as a person reads a date, not as the tool's result holds it.
+    stamps = [deployment["at"] for deployment in report["latest_deployments"].values() if deployment]
+    assert stamps and not any(stamp in english + russian for stamp in stamps)
+    assert english.count(" UTC, by ") == russian.count(" г. ") == len(stamps)
 
 
 def test_a_search_lists_what_it_found_and_says_how_many_there_are(catalogue):
