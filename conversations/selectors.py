@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
@@ -12,6 +13,8 @@ from typing import NamedTuple, TypedDict
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import Permission
+from django.db import connection
 from django.db.models import (
     BigIntegerField,
     Count,
@@ -28,6 +31,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
+from django.utils.module_loading import import_string
 
 from agentchat.agent.providers import ChatMessage, ImagePart
 from tools.documents.context import catalogue, with_files, with_references
@@ -37,7 +41,7 @@ from tools.registry import Tool, ToolContext
 from .decisions import decision_of, decisions_for
 from .models import Attachment, Conversation, Message, PendingConfirmation, TokenUsage, ToolJob
 from .search import conversations_search
-from .sql import param, statement
+from .sql import MARKER, param, prepared, statement
 
 IMAGE_KINDS = {Attachment.Kind.PNG, Attachment.Kind.JPEG}
 
@@ -67,14 +71,48 @@ def socket_access(user_id, session_key: str | None) -> SocketAccess:
     A socket signed in by a session keeps its user only while that session would still sign them in over
     HTTP (the checks of django.contrib.auth.get_user): signing out or a new password ends it.
     """
-    user = get_user_model()._default_manager.filter(pk=user_id).first()
+    user = next(iter(get_user_model()._default_manager.raw(*USER(user_id))), None)
     if user is None:
         return SocketAccess(None, "gone", frozenset())
     if not user.is_active:
         return SocketAccess(None, "inactive", frozenset())
     if session_key is not None and not _session_signs_in(session_key, user):
         return SocketAccess(None, "signed_out", frozenset())
-    return SocketAccess(user, "", frozenset(user.get_all_permissions()))
+    return SocketAccess(user, "", _all_permissions(user))
+
+
+def _all_permissions(user) -> frozenset[str]:
+    """`user.get_all_permissions()`, read in one statement compiled once when Django's ModelBackend is the only
+    backend that grants any: building its two queries took a third of a run's start (docs/benchmarks.md)."""
+    if not _model_backend_only(tuple(settings.AUTHENTICATION_BACKENDS)):
+        return frozenset(user.get_all_permissions())
+    with connection.cursor() as cursor:
+        cursor.execute(*(SUPERUSER_PERMISSIONS if user.is_superuser else USER_PERMISSIONS)(user.pk))
+        permissions = {f"{app_label}.{codename}" for app_label, codename in cursor.fetchall()}
+    user._perm_cache = permissions  # where ModelBackend keeps them, so that has_perm asks nothing more
+    return frozenset(permissions)
+
+
+@functools.cache
+def _model_backend_only(backends: tuple[str, ...]) -> bool:
+    granting = [path for path in backends if hasattr(import_string(path), "get_all_permissions")]
+    return granting == ["django.contrib.auth.backends.ModelBackend"]
+
+
+def _permissions(superuser: bool) -> QuerySet:
+    """What ModelBackend reads of a user's permissions (all of them for a superuser), in one query."""
+    permissions = Permission.objects.all()
+    if not superuser:
+        fields = get_user_model()._meta
+        own = fields.get_field("user_permissions").related_query_name()
+        through_groups = f"group__{fields.get_field('groups').related_query_name()}"
+        permissions = permissions.filter(Q(**{own: MARKER}) | Q(**{through_groups: MARKER}))
+    return permissions.values_list("content_type__app_label", "codename").order_by().distinct()
+
+
+USER = prepared(lambda: get_user_model()._default_manager.filter(pk=MARKER))
+USER_PERMISSIONS = prepared(functools.partial(_permissions, False))
+SUPERUSER_PERMISSIONS = prepared(functools.partial(_permissions, True))
 
 
 def _session_signs_in(session_key: str, user: AbstractBaseUser) -> bool:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 from django.apps import apps
 from django.db import connection
+from django.db.models import QuerySet
 
 NAME = re.compile(r"\{(?P<model>\w+)(?:\.(?P<field>\w+))?\}")
 
@@ -28,3 +30,22 @@ def statement(template: str) -> str:
 def param(model, field: str, value):
     """`value` as the database takes it for `model.field` (a UUID as text on SQLite, a time in UTC…)."""
     return model._meta.get_field(field).get_db_prep_value(value, connection)
+
+
+# In a query given to `prepared`, the value that stands for the one filled in later.
+MARKER = -2_147_000_001
+
+
+def prepared(build: Callable[[], QuerySet]) -> Callable[[object], tuple[str, list]]:
+    """The query `build` makes, compiled to SQL by the ORM once; called with a value, its SQL and parameters with
+    that value wherever `build` put MARKER."""
+
+    @functools.cache
+    def compiled() -> tuple[str, tuple]:
+        return build().query.sql_with_params()
+
+    def filled(value) -> tuple[str, list]:
+        sql, params = compiled()
+        return sql, [value if item == MARKER else item for item in params]
+
+    return filled

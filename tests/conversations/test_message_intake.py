@@ -13,10 +13,10 @@ from conversations.runs import db
 from tools.registry import registry
 
 accept_turn = db.accept_turn.func
-# The user and their permissions (3), the conversation with what the client_id stored, whether there are files
+# The user and their permissions (2), the conversation with what the client_id stored, whether there are files
 # and whether decisions wait to be settled (1), then one transaction (5 with BEGIN and COMMIT on SQLite): the gate
 # with the title, the message and the answer's row, their audit rows; and the history (1).
-MOST_STATEMENTS = 10
+MOST_STATEMENTS = 9
 HELLO = services.Turn("message", "Hello", "c-1", metadata={"context": {}})
 
 
