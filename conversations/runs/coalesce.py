@@ -14,40 +14,55 @@ from agentchat.agent import events as ev
 TOKEN_INTERVAL = 0.04
 
 
-async def read_ahead(events: AsyncIterator[ev.RunEvent]) -> AsyncIterator[ev.RunEvent]:
-    """The run's tokens, read in a task of their own while the last one is being handled.
+class ReadAhead:
+    """The run's events, read in a task of their own from the moment this is made, and while the last one is
+    being handled: the provider is asked while the run's first frames go out, not after.
 
     The tokens that arrived meanwhile go on as one: a busy process sends fewer, larger frames instead of
     falling behind, and no run sends token frames closer together than TOKEN_INTERVAL. Any other event holds
-    the reading until it has been handled: no tool starts before its start is stored and sent.
+    the reading until it has been handled: no tool starts before its start is stored and sent. Use it as an
+    async context manager, which stops the reading on the way out.
     """
-    loop = asyncio.get_running_loop()
-    next_token_at = 0.0
-    ready: collections.deque[ev.RunEvent] = collections.deque()
-    arrived, handled = asyncio.Event(), asyncio.Event()
-    ended: list[BaseException | None] = []
 
-    async def read() -> None:
+    def __init__(self, events: AsyncIterator[ev.RunEvent]):
+        self._ready: collections.deque[ev.RunEvent] = collections.deque()
+        self._arrived, self._handled = asyncio.Event(), asyncio.Event()
+        self._ended: list[BaseException | None] = []
+        self._reader = asyncio.create_task(self._read(events))
+
+    async def _read(self, events: AsyncIterator[ev.RunEvent]) -> None:
         try:
             async for event in events:
-                ready.append(event)
-                arrived.set()
+                self._ready.append(event)
+                self._arrived.set()
                 if not isinstance(event, ev.Token):
-                    handled.clear()
-                    await handled.wait()
+                    self._handled.clear()
+                    await self._handled.wait()
         except BaseException as exc:
-            ended.append(exc)
+            self._ended.append(exc)
             raise
         else:
-            ended.append(None)
+            self._ended.append(None)
         finally:
-            arrived.set()
+            self._arrived.set()
 
-    reader = asyncio.create_task(read())
-    try:
+    async def __aenter__(self) -> ReadAhead:
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        self._reader.cancel()
+        await asyncio.gather(self._reader, return_exceptions=True)
+
+    def __aiter__(self) -> AsyncIterator[ev.RunEvent]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[ev.RunEvent]:
+        loop = asyncio.get_running_loop()
+        next_token_at = 0.0
+        ready = self._ready
         while True:
-            await arrived.wait()
-            arrived.clear()
+            await self._arrived.wait()
+            self._arrived.clear()
             while ready:
                 if isinstance(ready[0], ev.Token) and (wait := next_token_at - loop.time()) > 0:
                     await asyncio.sleep(wait)
@@ -60,11 +75,8 @@ async def read_ahead(events: AsyncIterator[ev.RunEvent]) -> AsyncIterator[ev.Run
                     next_token_at = loop.time() + TOKEN_INTERVAL
                 yield event
                 if not isinstance(event, ev.Token):
-                    handled.set()
-            if ended:
-                if ended[0] is not None and not isinstance(ended[0], asyncio.CancelledError):
-                    raise ended[0]
+                    self._handled.set()
+            if self._ended:
+                if self._ended[0] is not None and not isinstance(self._ended[0], asyncio.CancelledError):
+                    raise self._ended[0]
                 return
-    finally:
-        reader.cancel()
-        await asyncio.gather(reader, return_exceptions=True)

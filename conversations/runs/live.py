@@ -33,6 +33,9 @@ class LiveRun:
     frames_lost: int = 0
     # Of the regenerate or continue frame that asked for this run, which its run_started frame carries back.
     client_id: str | None = None
+    # What its turn stored and changed (the echo first), sent before run_started; emptied as they go.
+    opening: list[dict[str, Any]] = field(default_factory=list)
+    started: bool = False  # run_started is sent
 
     def stop(self) -> None:
         if self.cancellable and self.task is not None:

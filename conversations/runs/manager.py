@@ -32,7 +32,7 @@ from ..exceptions import AlreadySettled, Busy, CheckpointExpired, Invalid
 from ..models import AuditEvent, Conversation, Message, PendingConfirmation
 from ..ratelimit import SharedWindow
 from . import db
-from .coalesce import read_ahead
+from .coalesce import ReadAhead
 from .control import ControlPlane
 from .frames import notice
 from .jobs import wait_for_job
@@ -107,11 +107,8 @@ class RunManager:
             user=accepted.user,
             begun=accepted.begun,
             client_id=None if turn.asks else turn.client_id,
+            opening=list(accepted.frames),
         )
-        await self.control.open(run)
-        recorder = Recorder(run)
-        for frame in accepted.frames:
-            await recorder.send(frame)
         if turn.asks and truncated:
             cut = ngettext(
                 "Your message was cut from %(before)s to %(after)s character.",
@@ -121,7 +118,8 @@ class RunManager:
                 "before": number_format(length, force_grouping=True),
                 "after": number_format(len(text), force_grouping=True),
             }
-            await recorder.send(notice("MESSAGE_TRUNCATED", cut))
+            run.opening.append(notice("MESSAGE_TRUNCATED", cut))
+        await self.control.open(run)
         self._launch(run)
         return None
 
@@ -201,13 +199,12 @@ class RunManager:
             decided, waiting, run.message_id, inputs = run.begun or await db.begin(
                 conversation, run.user, run.run_id, run.after_decision, self.registry
             )
-            started = {"type": "run_started", "message_id": run.message_id}
-            await recorder.send({**started, "client_id": run.client_id} if run.client_id else started)
             status, error = await self._steps(run, recorder, decided, waiting, inputs)
             run.cancellable = False
         except asyncio.CancelledError:
             status = "cancelled"
             run.cancellable = False
+            await self._echo(run, recorder)
             await recorder.stop(
                 why=services.CANCELLED_BY_USER, message_status=Message.Status.INTERRUPTED, stopped=True, error=STOPPED
             )
@@ -215,6 +212,7 @@ class RunManager:
             logger.exception("run %s failed", run.run_id)
             status, error = "failed", "Something went wrong on our side while answering."
             run.cancellable = False
+            await self._echo(run, recorder)
             await recorder.stop(
                 why=services.INTERRUPTED, message_status=Message.Status.FAILED, stopped=False, error=error
             )
@@ -240,6 +238,8 @@ class RunManager:
         self, run: LiveRun, recorder: Recorder, decided: list[PendingConfirmation], waiting: bool, inputs
     ) -> tuple[str, str]:
         """Carry out decided confirmations, then rounds with the provider. Returns (status, error)."""
+        if decided or waiting:
+            await self._open(run, recorder)
         for confirmation in decided:
             await self._carry_out(run, recorder, confirmation)
         if waiting:
@@ -250,16 +250,10 @@ class RunManager:
             run.conversation, run.user, self.registry
         )
         trimmed = fit_history(history, budget=settings.CONTEXT_TOKEN_BUDGET, system_prompt=system_prompt)
-        if trimmed.dropped:
-            detail = ngettext(
-                "%(count)s older message was left out to fit the context budget.",
-                "%(count)s older messages were left out to fit the context budget.",
-                trimmed.dropped,
-            ) % {"count": trimmed.dropped}
-            await recorder.send(notice("CONTEXT_TRIMMED", detail))
         try:
             provider = self.provider_factory()
         except ProviderError as exc:
+            await self._open(run, recorder)
             await recorder.end_message(failed=True, error=exc.message)
             return "failed", exc.message
         ctx = selectors.tool_context(run.conversation, run.user, context)
@@ -271,12 +265,35 @@ class RunManager:
             max_rounds=settings.AGENT_MAX_ROUNDS,
             run_id=run.run_id,
         )
-        async with contextlib.aclosing(read_ahead(agent.events(trimmed.messages))) as events:
+        async with ReadAhead(agent.events(trimmed.messages)) as events:
+            # The reading gets as far as asking the provider, which then thinks while the first frames go out.
+            await asyncio.sleep(0)
+            await self._open(run, recorder)
+            if trimmed.dropped:
+                detail = ngettext(
+                    "%(count)s older message was left out to fit the context budget.",
+                    "%(count)s older messages were left out to fit the context budget.",
+                    trimmed.dropped,
+                ) % {"count": trimmed.dropped}
+                await recorder.send(notice("CONTEXT_TRIMMED", detail))
             async for event in events:
                 finished = await recorder.handle(event)
                 if finished is not None:
                     return finished
         return "failed", "The run ended without an answer."
+
+    async def _echo(self, run: LiveRun, recorder: Recorder) -> None:
+        """What the run's turn stored and changed, to every socket of the conversation, once."""
+        while run.opening:
+            await recorder.send(run.opening.pop(0))
+
+    async def _open(self, run: LiveRun, recorder: Recorder) -> None:
+        """The run's first frames, once: the echo, then run_started."""
+        await self._echo(run, recorder)
+        if not run.started:
+            run.started = True
+            started = {"type": "run_started", "message_id": run.message_id}
+            await recorder.send({**started, "client_id": run.client_id} if run.client_id else started)
 
     def _access(self, run: LiveRun, execute) -> ToolAccess:
         """Calls carried out for this run's user as the database has them at each call."""

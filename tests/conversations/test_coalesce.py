@@ -6,7 +6,7 @@ import asyncio
 
 from agentchat.agent import events as ev
 from conversations.runs import coalesce
-from conversations.runs.coalesce import read_ahead
+from conversations.runs.coalesce import ReadAhead
 
 
 def token(seq: int, delta: str) -> ev.Token:
@@ -25,9 +25,10 @@ async def test_the_first_token_goes_alone_and_the_next_wait_to_go_together():
         yield ev.RunFinished(run_id="r", seq=6, status="completed")
 
     frames = []
-    async for event in read_ahead(model()):
-        frames.append(event)
-        first_sent.set()
+    async with ReadAhead(model()) as events:
+        async for event in events:
+            frames.append(event)
+            first_sent.set()
 
     assert [getattr(event, "delta", event.type) for event in frames] == ["He", "llo, world", "run_finished"]
     assert frames[1].seq == 2  # a gathered frame keeps its first token's place
@@ -44,8 +45,25 @@ async def test_without_an_interval_each_token_that_comes_alone_goes_alone(monkey
             handled.clear()
 
     deltas = []
-    async for event in read_ahead(model()):
-        deltas.append(event.delta)
-        handled.set()
+    async with ReadAhead(model()) as events:
+        async for event in events:
+            deltas.append(event.delta)
+            handled.set()
 
     assert deltas == ["a", "b", "c"]
+
+
+async def test_the_reading_begins_before_the_first_event_is_asked_for_and_ends_on_the_way_out():
+    asked, stopped = asyncio.Event(), asyncio.Event()
+
+    async def model():
+        asked.set()  # as a provider would be asked for its answer
+        try:
+            await asyncio.Event().wait()
+            yield token(1, "never")
+        finally:
+            stopped.set()
+
+    async with ReadAhead(model()):
+        await asyncio.wait_for(asked.wait(), 1)
+    assert stopped.is_set()
