@@ -18,3 +18,21 @@ def test_the_server_module_imports_before_the_settings_are_loaded():
     )
 
     assert started.returncode == 0, started.stderr
+
+
+def test_what_the_server_loaded_is_kept_out_of_the_collectors_full_passes():
+    frozen = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import gc, django; django.setup(); from agentchat import server; server.freeze_what_is_loaded(); "
+            "print(gc.get_freeze_count())",
+        ],
+        cwd=BASE_DIR,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "agentchat.settings"},
+        capture_output=True,
+        text=True,
+    )
+
+    assert frozen.returncode == 0, frozen.stderr
+    assert int(frozen.stdout) > 100_000  # the application and all it imports
