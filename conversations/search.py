@@ -1,15 +1,15 @@
 """Search in a person's conversations: their titles, and the words of their messages.
 
-A conversation matches when its title contains the search as typed, or when one of its searched messages
-has every word of it. The user's and the assistant's messages are searched, not superseded ones: tool
-results are data for the model (often JSON), and a superseded message is no longer part of the
-conversation as it reads. Each conversation found by its messages brings its newest such message, with a
-snippet of it.
+A conversation matches when its title contains the search as typed, or when one of its searched messages has
+every word of it. The user's and the assistant's messages are searched, not superseded ones: tool results are
+data for the model (often JSON), and a superseded message is no longer part of the conversation as it reads. An
+answer is searched once it ends: indexing its text again at each write while it streams would cost as much as
+the write. Each conversation found by its messages brings its newest such message, with a snippet of it.
 
-PostgreSQL searches a GIN index of `to_tsvector('simple', content)`; SQLite an FTS5 table that triggers
-keep in step with the messages (both made by migration 0007). Words are compared whole and without regard
-to case, in any language: 'simple' neither stems nor drops words, so English and Russian are alike. What
-a person types is never read as query syntax.
+PostgreSQL searches a GIN index of `to_tsvector('simple', content)`; SQLite an FTS5 table that triggers keep in
+step with the messages (both made by migration 0007, their condition as of 0012). Words are compared whole and
+without regard to case, in any language: 'simple' neither stems nor drops words, so English and Russian are
+alike. What a person types is never read as query syntax.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from django.db.models import BooleanField, Exists, F, Func, OuterRef, Prefetch, 
 
 from .models import Conversation, Message
 
-SEARCHED = Q(role__in=[Message.Role.USER, Message.Role.ASSISTANT], superseded=False)
+SEARCHED = Q(role__in=[Message.Role.USER, Message.Role.ASSISTANT], superseded=False) & ~Q(
+    status=Message.Status.STREAMING
+)
 CONFIG = "simple"
 FTS_TABLE = "conversations_message_fts"
 SNIPPET_WORDS = 16

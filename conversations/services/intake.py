@@ -18,9 +18,10 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from .. import selectors
-from ..models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation
+from ..models import AuditEvent, Conversation, Message, PendingConfirmation
 from ..sql import param, statement
 from .conversations import title_from_text
+from .messages import without_files
 from .turns import Turn
 
 
@@ -109,8 +110,4 @@ def message_intake(*, conversation: Conversation, user, turn: Turn, admit: Calla
     except IntegrityError:
         return None  # the same client_id, stored meanwhile by another socket: the general path echoes it
     conversation.title, conversation.updated_at = title, now
-    # It has no files: the echo shows none without asking the database (as prefetch_related fills its cache).
-    none = Attachment.objects.none()
-    none._result_cache, none._prefetch_done = [], True
-    question._prefetched_objects_cache = {"attachments": none}
-    return Intake(run_id, question, answer.pk, bool(fresh.has_files))
+    return Intake(run_id, without_files(question), answer.pk, bool(fresh.has_files))

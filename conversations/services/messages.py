@@ -10,7 +10,7 @@ from agentchat.agent.calls import ToolOutcome
 from agentchat.agent.providers import Usage
 
 from ..exceptions import AlreadySettled
-from ..models import AuditEvent, Conversation, Message, PendingConfirmation
+from ..models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation
 from .audit import audit_record
 from .conversations import title_from_text
 from .usage import usage_record
@@ -87,6 +87,15 @@ def assistant_message_save(
     message = Message.objects.select_related("conversation").get(pk=message_id)
     if usage is not None:
         usage_record(user_id=message.conversation.owner_id, usage=usage)
+    return without_files(message)
+
+
+def without_files(message: Message) -> Message:
+    """`message`, known to have no files (an answer, or a question sent without): what shows it does not ask the
+    database for them (as prefetch_related fills its cache)."""
+    none = Attachment.objects.none()
+    none._result_cache, none._prefetch_done = [], True
+    message._prefetched_objects_cache = {"attachments": none}
     return message
 
 

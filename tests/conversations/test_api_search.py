@@ -169,6 +169,21 @@ def test_the_index_follows_edits_and_deletions(alice_api, alice):
     assert found(alice_api, "streamed") == {}
 
 
+@pytest.mark.parametrize("ended", [Message.Status.COMPLETE, Message.Status.INTERRUPTED, Message.Status.FAILED])
+def test_an_answer_is_searched_once_it_ends(alice_api, alice, ended):
+    conversation = services.conversation_create(owner=alice, title="Answers")
+    say(conversation, "what lives by the sea?")
+    answer = services.assistant_message_start(conversation=conversation, run_id="r1")
+    services.assistant_message_flush(message_id=answer.pk, content="the pelican")
+    services.assistant_message_flush(message_id=answer.pk, content="the pelican and the puffin")
+    assert found(alice_api, "pelican") == {}
+
+    services.assistant_message_save(message_id=answer.pk, content="the pelican and the puffin.", status=ended)
+    assert marked(found(alice_api, "puffin")["Answers"]) == ["puffin"]
+    Message.objects.filter(pk=answer.pk).delete()
+    assert found(alice_api, "puffin") == {}
+
+
 HOSTILE = [
     '"',
     '""',
@@ -237,8 +252,10 @@ def test_messages_stored_before_the_search_existed_are_found(alice_api, alice):
     try:
         old = executor.loader.project_state([before]).apps
         conversation = old.get_model("conversations", "Conversation").objects.create(owner_id=alice.pk, title="Old")
-        old.get_model("conversations", "Message").objects.create(
-            conversation=conversation, role="user", content="an old albatross"
+        stored = old.get_model("conversations", "Message").objects
+        stored.create(conversation=conversation, role="user", content="an old albatross")
+        streaming = stored.create(
+            conversation=conversation, role="assistant", content="a cormorant", status="streaming"
         )
         executor = MigrationExecutor(connection)
         executor.migrate([search])
@@ -246,3 +263,6 @@ def test_messages_stored_before_the_search_existed_are_found(alice_api, alice):
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
     assert marked(found(alice_api, "albatross")["Old"]) == ["albatross"]
+    assert found(alice_api, "cormorant") == {}
+    Message.objects.filter(pk=streaming.pk).update(status=Message.Status.INTERRUPTED)
+    assert set(found(alice_api, "cormorant")) == {"Old"}

@@ -108,3 +108,16 @@ def test_a_user_whose_permissions_changed_is_refused_before_anything_is_stored(a
 
     assert refused.value.refusal == "permissions"
     assert not conversation.messages.exists()
+
+
+def test_an_answer_ends_with_its_write_and_one_read(alice, limiter, django_assert_num_queries):
+    conversation = services.conversation_create(owner=alice)
+    access = (alice, None, frozenset(alice.get_all_permissions()))
+    accepted = accept_turn(conversation, access, HELLO, limiter, registry)
+
+    with django_assert_num_queries(2):  # the answer's final write, then the answer as stored, for its frame
+        frame = db.save_message.func(accepted.begun.message_id, "**Hi** there.", "complete")
+
+    shown = frame["message"]
+    assert (shown["id"], shown["content"], shown["status"]) == (accepted.begun.message_id, "**Hi** there.", "complete")
+    assert shown["files"] == [] and shown["attachments"] == [] and "<strong>Hi</strong>" in shown["html"]
