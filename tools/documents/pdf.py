@@ -85,7 +85,7 @@ def parse(source: Source) -> Parsed:
                 with processor_time(min(limits.pdf_page_seconds, left)):
                     body, count = _page_text(page)
             except OutOfTime:
-                if time.process_time() >= deadline:
+                if left <= limits.pdf_page_seconds:  # the whole file's time ran out, not the page's own
                     break
                 reason = f"it took more than {limits.pdf_page_seconds:g} seconds"
                 body, count, failed = f"[This page could not be read: {reason}.]", 0, failed + 1
