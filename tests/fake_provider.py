@@ -201,17 +201,21 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's backlog is 5: more connections at once would wait for the client's SYN to be sent again.
+    request_queue_size = 256
 
     def __init__(self, fake: FakeLLM):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.fake = fake
         self._connections: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self.opened = 0
 
     def track(self, connection: socket.socket, *, add: bool) -> None:
         with self._lock:
             if add:
                 self._connections.add(connection)
+                self.opened += 1
             else:
                 self._connections.discard(connection)
 
@@ -241,6 +245,11 @@ class FakeLLM(LoopbackService):
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def connections_opened(self) -> int:
+        """How many connections clients have opened to it since it started."""
+        return self._server.opened
 
     def _closing(self, server: _Server) -> None:
         server.drop_connections()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -137,6 +138,17 @@ async def test_stream_two_tool_calls_in_one_round_with_text_before(provider, fak
 
 
 # --- one whole answer --------------------------------------------------------------------------------
+
+
+async def test_connections_are_kept_for_the_next_answers_however_many_ran_at_once(provider, fake_llm):
+    at_once = 120  # more than the SDK's own pool keeps
+    # Each answer waits a little before it starts, so that all of a round are open together.
+    fake_llm.script(*[Reply(text="ok", stall=0.3, stall_after=0)] * (2 * at_once))
+    for _ in range(2):
+        answers = await asyncio.gather(*(collect(provider.stream(ask())) for _ in range(at_once)))
+        assert all(items[-1].content == "ok" for items in answers)
+
+    assert fake_llm.connections_opened == at_once
 
 
 async def test_chat_returns_the_whole_text(provider, fake_llm):

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx2
 import openai
 
 from .base import (
@@ -26,6 +27,11 @@ from .base import (
 logger = logging.getLogger(__name__)
 
 RETRYABLE_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+# Connections to the provider are kept while idle, as many as ran at once and for a minute: a new one costs a TCP
+# and a TLS handshake, round trips before the request even leaves. (The SDK keeps at most 100, for 5 seconds, so a
+# question asked a few seconds after the last answer waited for them.) One the provider closed meanwhile is
+# seen as closed and not used again.
+CONNECTIONS = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000, keepalive_expiry=60)
 
 
 def to_wire_messages(system_prompt: str, messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -136,6 +142,7 @@ class OpenAICompatibleProvider:
             timeout=config.timeout,
             # Retrying is the orchestrator's decision, made once and told to the user.
             max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(limits=CONNECTIONS),
         )
 
     def _request(self, params: ProviderChatParams, *, stream: bool) -> dict[str, Any]:
