@@ -28,9 +28,8 @@ logger = logging.getLogger(__name__)
 
 RETRYABLE_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 # Connections to the provider are kept while idle, as many as ran at once and for a minute: a new one costs a TCP
-# and a TLS handshake, round trips before the request even leaves. (The SDK keeps at most 100, for 5 seconds, so a
-# question asked a few seconds after the last answer waited for them.) One the provider closed meanwhile is
-# seen as closed and not used again.
+# and a TLS handshake, round trips before the request even leaves (the SDK's own pool keeps 100 for 5 seconds).
+# One the provider closed meanwhile is seen as closed and not used again.
 CONNECTIONS = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000, keepalive_expiry=60)
 
 
