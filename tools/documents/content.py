@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import IO, Any, TypedDict
 
 MARK_EVERY = 1_000
-# One encoder for every line: json.dumps with options builds a new one per call, half the cost of a short row.
+# One encoder for every line: json.dumps with options builds a new one per call, half the cost of encoding a short row.
 LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
