@@ -9,19 +9,23 @@ PORT ?= 8000
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Re-installs only when requirements.txt changed since the last install.
-# The first install builds llama-cpp-python from source, and only what its bindings load (libllama, libggml):
-# LLAVA_BUILD=OFF drops libmtmd, and the include turns off llama.cpp's common library, which llama-cpp-python
-# forces on. That is 60% less to compile, with the same code-generation flags: the model's outputs are unchanged.
+# llama-cpp-python is built from source for this machine's CPU, and only what its bindings load (libllama, libggml):
+# LLAVA_BUILD=OFF drops libmtmd, and deploy/llama.cmake turns off llama.cpp's common library and AMX. --no-cache-dir:
+# pip would otherwise keep the built wheel and hand it to the next install whatever its CPU and build settings.
 # -v shows the build's [n/83] steps; SKBUILD_CMAKE_VERBOSE=false keeps each to one short line, and LLAMA_ALL_WARNINGS=OFF
 # drops -Wall and co., whose ~15,000 lines of false alarms from GCC's AVX-512 headers would bury them.
-$(VENV)/.installed: requirements.txt | $(BIN)/python
-	@echo "Installing the pinned packages. The first install builds llama.cpp from source: about 2 minutes on" \
-		"2 free cores, 4 when another job shares them; later installs reuse it."
-	@echo 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL "" FORCE)' > $(VENV)/llama-no-common.cmake
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) SKBUILD_CMAKE_VERBOSE=false \
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_ALL_WARNINGS=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(abspath $(VENV))/llama-no-common.cmake" \
-		$(BIN)/pip install --disable-pip-version-check -v --no-deps -r requirements.txt
+PIP_INSTALL = CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) SKBUILD_CMAKE_VERBOSE=false \
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_ALL_WARNINGS=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(abspath deploy/llama.cmake)" \
+	$(BIN)/pip install --disable-pip-version-check --no-cache-dir -v --no-deps
+
+# Built again whenever its build settings change; the rest re-installs only when requirements.txt changed.
+$(VENV)/.llama: deploy/llama.cmake | $(BIN)/python
+	@echo "Building llama.cpp from source: about 2 minutes on 2 free cores, 4 when another job shares them."
+	$(PIP_INSTALL) --force-reinstall $$(grep '^llama-cpp-python==' requirements.txt)
+	touch $@
+
+$(VENV)/.installed: requirements.txt $(VENV)/.llama
+	$(PIP_INSTALL) -r requirements.txt
 	touch $@
 
 setup: $(VENV)/.installed

@@ -466,7 +466,7 @@ async def test_an_origin_csrf_trusts_may_connect(raw_sockets, conversation, alic
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_thread_connections")
-async def test_a_real_server_takes_only_its_own_origin(daphnes, conversation, alice):
+async def test_a_real_server_takes_only_its_own_origin_and_path(daphnes, conversation, alice):
     [server] = await asyncio.to_thread(daphnes, 1)
     path, token = chat_path(conversation.pk), str(AccessToken.for_user(alice))
     own = await RemoteSocket.open(server, path, token=token)
@@ -477,6 +477,11 @@ async def test_a_real_server_takes_only_its_own_origin(daphnes, conversation, al
         with pytest.raises(InvalidStatus) as refused:
             await RemoteSocket.open(server, path, token=token, origin=foreign)
         assert refused.value.response.status_code == 403
+    for unknown in ("/ws/assistant/", f"/ws/chat/{conversation.pk}/extra/", "/ws/chat/not-a-uuid/", "/"):
+        with pytest.raises(InvalidStatus) as refused:
+            await RemoteSocket.open(server, unknown, token=token)
+        assert refused.value.response.status_code == 403, unknown
+    assert "Traceback" not in server.tail()
 
 
 async def test_a_user_may_hold_only_so_many_sockets(settings, sockets, conversation, alice, bob):
