@@ -38,9 +38,10 @@ run: setup
 	trap 'kill $$worker 2>/dev/null' EXIT; \
 	$(BIN)/python -m agentchat.server -b $(HOST) -p $(PORT) agentchat.asgi:application
 
-# Two test processes (pytest-xdist), each with its own SQLite file and in-memory layer; one with REDIS_URL, as the
-# processes would share its keys (rate limits and upload slots per user, live sign-out groups per user id).
-TEST_WORKERS = $(if $(REDIS_URL),0,2)
+# Three test processes (pytest-xdist), each with its own SQLite file and in-memory layer: many tests wait on a server,
+# a browser or a worker, so a third fills two cores better (5 min against 6); a fourth gains nothing. One with
+# REDIS_URL, as the processes would share its keys (rate limits and upload slots per user, live sign-out groups).
+TEST_WORKERS = $(if $(REDIS_URL),0,3)
 
 # The browser tests drive Debian's Chromium (Playwright downloads no browser); it is installed when missing.
 # The page's pure JavaScript (static/js/chat/) has node's own unit tests, run first when node is there.

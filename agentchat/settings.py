@@ -187,6 +187,8 @@ LLM_MODEL = env_str("LLM_MODEL")
 LLM_API_KEY = env_str("LLM_API_KEY")
 LLM_BASE_URL = env_str("LLM_BASE_URL")
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0)
+# The local model's threads; 0 is every core.
+LLM_THREADS = env_int("LLM_THREADS", 0, minimum=0)
 AGENT_MAX_ROUNDS = env_int("AGENT_MAX_ROUNDS", 8)
 CONTEXT_TOKEN_BUDGET = env_int("CONTEXT_TOKEN_BUDGET", 4000, minimum=256)
 # A run whose process stopped refreshing its heartbeat for this long no longer holds the conversation.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from contextlib import aclosing
@@ -109,9 +110,14 @@ async def lock_released(timeout: float = 10.0) -> bool:
     return True
 
 
+# The suite runs several workers at once, and llama.cpp's threads spin while they wait for each other: on shared cores
+# one thread answers sooner than two (LLM_THREADS).
+ONE_THREAD = ProviderConfig(threads=1)
+
+
 @pytest.fixture(scope="module")
 def provider() -> LocalProvider:
-    return LocalProvider(ProviderConfig())
+    return LocalProvider(ONE_THREAD)
 
 
 # --- configuration ---
@@ -160,6 +166,14 @@ def test_the_default_provider_is_local():
     assert isinstance(get_provider(ProviderConfig()), LocalProvider)
 
 
+def test_the_model_computes_with_llm_threads_or_every_core(settings):
+    settings.LLM_THREADS = 1
+    provider = LocalProvider(ProviderConfig.from_settings())
+    assert load_model(provider.model_path, provider.threads).n_threads == 1
+    settings.LLM_THREADS = 0
+    assert LocalProvider(ProviderConfig.from_settings()).threads == os.cpu_count()
+
+
 def test_every_tools_arguments_become_a_grammar(caplog):
     for tool in (tool_schema("deploy", "Deploy a dashboard.", DeployArgs), WEATHER_TOOL):
         assert arguments_grammar(tool) is not None
@@ -179,7 +193,7 @@ def grammar_loads(grammar: str) -> bool:
     """Whether llama.cpp parses `grammar`: LlamaGrammar.from_string only keeps the text, the sampler parses it."""
     import llama_cpp
 
-    vocab = llama_cpp.llama_model_get_vocab(load_model(packaged_model_path()).model)
+    vocab = llama_cpp.llama_model_get_vocab(load_model(packaged_model_path(), 1).model)
     sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
     if not sampler:
         return False
@@ -406,7 +420,7 @@ async def test_a_first_request_after_another_tool_list_does_not_read_the_instruc
     provider: LocalProvider, monkeypatch: pytest.MonkeyPatch
 ):
     clock = tool_schema("get_time", "Get the current time in a city.", WeatherArgs)
-    llm = load_model(provider.model_path)
+    llm = load_model(provider.model_path, provider.threads)
     params = ProviderChatParams(messages=[user("What is the weather in Oslo?")], tools=[WEATHER_TOOL], max_tokens=8)
     first = await provider.chat(params)
     await provider.chat(ProviderChatParams(messages=[user("What time is it in Oslo?")], tools=[WEATHER_TOOL, clock]))
@@ -429,11 +443,11 @@ async def test_a_first_request_after_another_tool_list_does_not_read_the_instruc
 
 
 def test_warming_up_loads_the_model_and_reads_the_system_prompt_in_the_background():
-    provider = LocalProvider(ProviderConfig())
+    provider = LocalProvider(ONE_THREAD)
 
     provider.warm_up().join(30)
 
-    llm = load_model(provider.model_path)
+    llm = load_model(provider.model_path, provider.threads)
     system = prompt_tokens(llm, chat_prompt(llm, [{"role": "system", "content": build_system_prompt()}]))
     assert llm.n_tokens == len(system)  # in llama.cpp's cache: a first request reads only what follows it
     assert list(llm.input_ids[: llm.n_tokens]) == system

@@ -16,7 +16,7 @@ from agentchat.agent.providers.local.model import generation_lock
 from agentchat.agent.providers.openai_compatible import to_wire_tools
 from tools.registry import ToolArgs, ToolContext, ToolRegistry, registry
 
-from .test_local_provider import lock_released
+from .test_local_provider import ONE_THREAD, lock_released
 
 DASHBOARD_TOOLS = [
     "search_dashboards",
@@ -40,7 +40,7 @@ def user(text: str) -> ChatMessage:
 
 @pytest.fixture(scope="module")
 def provider() -> LocalProvider:
-    return LocalProvider(ProviderConfig())
+    return LocalProvider(ONE_THREAD)
 
 
 async def test_a_request_after_an_earlier_exchange_is_still_routed(provider: LocalProvider):
@@ -86,7 +86,7 @@ async def test_after_a_tool_result_it_answers_in_words_not_with_the_call(provide
 
 
 async def test_a_decision_keeps_the_deadline(provider: LocalProvider):
-    hurried = LocalProvider(ProviderConfig(timeout=0.001))
+    hurried = LocalProvider(ProviderConfig(timeout=0.001, threads=1))
     params = ProviderChatParams(messages=[user("Deploy dashboard 9 to staging")], tools=offered())
     with pytest.raises(ProviderError, match=r"made no progress for 0\.001 s"):
         await hurried.chat(params)

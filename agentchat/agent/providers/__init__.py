@@ -52,6 +52,7 @@ class ProviderConfig:
     api_key: str = field(default="", repr=False)  # kept out of every repr, traceback and log line
     base_url: str = ""
     timeout: float = 60.0
+    threads: int = 0  # local: the threads llama.cpp computes with; 0 is every core
 
     @classmethod
     def from_settings(cls) -> ProviderConfig:
@@ -63,6 +64,7 @@ class ProviderConfig:
             api_key=settings.LLM_API_KEY,
             base_url=settings.LLM_BASE_URL,
             timeout=settings.LLM_TIMEOUT,
+            threads=settings.LLM_THREADS,
         )
 
 

@@ -6,7 +6,6 @@ import asyncio
 import atexit
 import importlib.util
 import logging
-import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -27,7 +26,7 @@ PACKAGED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CONTEXT_WINDOW = 8192
 LOCK_POLL_SECONDS = 0.05
 
-_models: dict[str, Llama] = {}
+_models: dict[tuple[str, int], Llama] = {}
 _models_lock = threading.Lock()
 # A Llama object is not safe to share between threads, and a second generation would only halve the speed of both.
 generation_lock = threading.Lock()
@@ -72,19 +71,16 @@ def require_llama_cpp() -> None:
         ) from None
 
 
-def load_model(path: Path) -> Llama:
-    key = str(path)
+def load_model(path: Path, threads: int) -> Llama:
+    key = (str(path), threads)
     with _models_lock:
         model = _models.get(key)
         if model is None:
             from llama_cpp import Llama
 
             try:
-                # Every core: llama-cpp-python's default, half of them, read prompts at half the speed here (129 against
-                # 245 tokens a second on two cores), and the logits are the same bit for bit.
-                threads = os.cpu_count() or 1
                 model = Llama(
-                    model_path=key, n_ctx=CONTEXT_WINDOW, n_threads=threads, n_threads_batch=threads, verbose=False
+                    model_path=key[0], n_ctx=CONTEXT_WINDOW, n_threads=threads, n_threads_batch=threads, verbose=False
                 )
             except Exception as exc:
                 logger.warning("llama.cpp could not load %s: %s", key, type(exc).__name__)

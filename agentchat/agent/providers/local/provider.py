@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -53,6 +54,9 @@ class LocalProvider:
     def __init__(self, config: ProviderConfig):
         require_llama_cpp()
         self.model_path = resolve_model_path(config.model)
+        # Every core by default: llama-cpp-python's own default, half of them, reads prompts at half the speed on
+        # two cores (129 against 245 tokens a second), and the logits are the same bit for bit.
+        self.threads = config.threads or os.cpu_count() or 1
         self.timeout = config.timeout
 
     def warm_up(self) -> threading.Thread:
@@ -63,7 +67,7 @@ class LocalProvider:
         return thread
 
     def _warm(self) -> None:
-        llm = load_model(self.model_path)
+        llm = load_model(self.model_path, self.threads)
         system = [{"role": "system", "content": build_system_prompt()}]
         with generation_lock:
             evaluate(llm, prompt_tokens(llm, chat_prompt(llm, system)), Watch(threading.Event(), self.timeout))
@@ -105,7 +109,7 @@ class LocalProvider:
             emit(llama_error(exc))
 
     def _answer(self, params: ProviderChatParams, emit: Emit, watch: Watch) -> ProviderChatResponse:
-        llm = load_model(self.model_path)
+        llm = load_model(self.model_path, self.threads)
         history = to_chatml_messages(params.messages)
         # Always a system message: without one the template injects "You are ... SmolLM".
         system_prompt = params.system_prompt or DEFAULT_SYSTEM_PROMPT
