@@ -1,13 +1,19 @@
 """The channel layers: for a single process (no Redis), Channels' in-memory layer, at a cost per message that does
-not grow with the number of sockets; for several, channels_redis's, whose group sends a cancel cannot cut."""
+not grow with the number of sockets; for several, channels_redis's pub/sub layer, which tells its receivers when
+Redis was lost and whose group sends a cancel cannot cut."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from channels.layers import InMemoryChannelLayer
-from channels_redis.core import RedisChannelLayer as ChannelsRedisLayer
+from channels_redis.pubsub import RedisPubSubChannelLayer, RedisSingleShardConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+logger = logging.getLogger(__name__)
 
 # Expired messages and group memberships are swept at most this often, not on every send and receive.
 SWEEP_INTERVAL = 1.0
@@ -46,10 +52,65 @@ class LocalChannelLayer(InMemoryChannelLayer):
                 continue
 
 
-class RedisChannelLayer(ChannelsRedisLayer):
-    """channels_redis's layer. A group send makes several round trips to Redis; a cancel landing between them (a
-    Stop, as a run sends a frame) would leave the connection holding up the next sends, so it is carried through.
-    The in-memory layer needs no such care: its sends never wait."""
+# Put on each receiver's queue when the connection to Redis is lost: what was published meanwhile is gone.
+LOST = object()
+# Seconds between tries to read from Redis again after the connection was lost.
+RECONNECT_PAUSE = 0.5
+
+
+class RedisLost(RedisConnectionError):
+    """Messages of this channel may have been published while the connection to Redis was down."""
+
+
+class RedisChannelLayer(RedisPubSubChannelLayer):
+    """channels_redis's pub/sub layer: a group send is one PUBLISH and each process reads one subscription, where
+    its list-based layer made several round trips and ran a script per send, and blocked a read per process
+    (docs/benchmarks.md). Pub/sub keeps nothing for a subscriber that was away, so when the connection to Redis is
+    lost every receive of the process fails (its sockets close, and their pages reconnect and load what they
+    missed) rather than wait quietly for messages that are gone.
+
+    A group send is carried through a cancel (a Stop, as a run sends a frame): cut halfway, its connection could
+    hold up the sends after it.
+    """
+
+    def _get_layer(self):
+        layer = super()._get_layer()
+        if not isinstance(layer._shards[0], _WatchedShard):
+            layer._shards = [_WatchedShard(shard.host, layer) for shard in layer._shards]
+        return layer
+
+    def deserialize(self, message):
+        if message is LOST:
+            raise RedisLost("The connection to Redis was lost; messages sent meanwhile are gone.")
+        return super().deserialize(message)
+
+    async def receive(self, channel):
+        layer = self._get_layer()
+        try:
+            return await layer.receive(channel)
+        except RedisLost:
+            layer.channels.pop(channel, None)  # its receiver is gone; a new receive subscribes it again
+            raise
 
     async def group_send(self, group, message):
-        await asyncio.shield(super().group_send(group, message))
+        await asyncio.shield(self._get_layer().group_send(group, message))
+
+
+class _WatchedShard(RedisSingleShardConnection):
+    """channels_redis's reading loop, which only logs a lost connection and tries again, telling every receiver of
+    this shard's channels that it was lost."""
+
+    async def _do_receiving(self):
+        while True:
+            try:
+                if self._pubsub and self._pubsub.subscribed:
+                    self._receive_message(await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1))
+                else:
+                    await asyncio.sleep(0.1)
+            except (RedisConnectionError, RedisTimeoutError, OSError):
+                logger.warning("the connection to Redis was lost: the sockets close, to load what they missed")
+                layer = self.channel_layer
+                for name, queue in list(layer.channels.items()):
+                    if layer._get_shard(name) is self:
+                        queue.put_nowait(LOST)
+                await asyncio.sleep(RECONNECT_PAUSE)

@@ -159,14 +159,10 @@ if REDIS_URL:
                 "hosts": [
                     {
                         "address": REDIS_URL,
-                        # redis-py's 5 s read timeout would fire during channels_redis's own 5 s blocking reads.
-                        "socket_timeout": 30,
                         # After Redis restarts, each pooled connection fails once: try again on a new one.
                         "retry": Retry(NoBackoff(), 1),
                     }
                 ],
-                "capacity": 5000,
-                "expiry": 30,
             },
         }
     }

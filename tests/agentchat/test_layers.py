@@ -1,11 +1,18 @@
-"""The single-process channel layer: what Channels' in-memory layer promises, at a cost that does not grow with
-the number of sockets."""
+"""The channel layers: the single-process one keeps what Channels' in-memory layer promises, at a cost that does
+not grow with the number of sockets; the Redis one tells its receivers when the connection to Redis was lost."""
 
 from __future__ import annotations
 
 import asyncio
 
-from agentchat.layers import LocalChannelLayer
+import pytest
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from agentchat.layers import LocalChannelLayer, RedisChannelLayer, RedisLost
+from tests.redis_server import RedisServer, redis_server_binary
+
+TIMEOUT = 5
 
 
 async def test_a_group_message_reaches_every_member_once_and_no_one_else():
@@ -59,3 +66,34 @@ async def test_expired_messages_and_their_channels_are_swept(monkeypatch):
     await layer.group_send("chat.2", {"type": "run.event", "seq": 2})
 
     assert gone not in layer.channels and gone not in layer.groups["chat.1"]
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    if redis_server_binary() is None:
+        pytest.skip("needs the redis-server program")
+    redis = RedisServer(log_dir=tmp_path).start()
+    yield redis
+    redis.stop()
+
+
+async def test_redis_lost_fails_every_waiting_receive_and_redis_back_carries_messages_again(private_redis):
+    # As settings.py configures it: a pooled connection that a restart broke is replaced at once.
+    layer = RedisChannelLayer(hosts=[{"address": private_redis.url, "retry": Retry(NoBackoff(), 1)}])
+    socket, run = await layer.new_channel(), await layer.new_channel()
+    await layer.group_add("chat.1", socket)
+    await layer.group_send("chat.1", {"type": "run.event", "seq": 1})
+    assert (await asyncio.wait_for(layer.receive(socket), TIMEOUT))["seq"] == 1
+
+    waiting = [asyncio.create_task(layer.receive(channel)) for channel in (socket, run)]
+    await asyncio.to_thread(private_redis.kill)
+    for receive in waiting:
+        with pytest.raises(RedisLost):  # not a wait for messages that were published while it was gone
+            await asyncio.wait_for(receive, TIMEOUT)
+
+    await asyncio.to_thread(private_redis.start)
+    reconnected = await layer.new_channel()
+    await layer.group_add("chat.1", reconnected)
+    await layer.group_send("chat.1", {"type": "run.event", "seq": 2})
+    assert (await asyncio.wait_for(layer.receive(reconnected), TIMEOUT))["seq"] == 2
+    await layer.flush()
