@@ -5,13 +5,15 @@ Redis was lost and whose group sends a cancel cannot cut."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 from channels.layers import InMemoryChannelLayer
 from channels_redis.pubsub import RedisPubSubChannelLayer, RedisSingleShardConnection
+from redis.asyncio.client import PubSub
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +91,10 @@ class RedisChannelLayer(RedisPubSubChannelLayer):
         try:
             return await layer.receive(channel)
         except RedisLost:
-            layer.channels.pop(channel, None)  # its receiver is gone; a new receive subscribes it again
+            # As the library does for a receive that was cancelled: the channel is dropped, its receiver gone.
+            if layer.channels.pop(channel, None) is not None:
+                with contextlib.suppress(Exception):
+                    await layer._get_shard(channel).unsubscribe(channel)
             raise
 
     async def group_send(self, group, message):
@@ -97,8 +102,21 @@ class RedisChannelLayer(RedisPubSubChannelLayer):
 
 
 class _WatchedShard(RedisSingleShardConnection):
-    """channels_redis's reading loop, which only logs a lost connection and tries again, telling every receiver of
-    this shard's channels that it was lost."""
+    """A shard whose receivers are told when its subscription's connection was lost: when reading fails (the library
+    only logs it and tries again), and when redis-py connected again by itself between two reads."""
+
+    def _ensure_redis(self):
+        if self._redis is None:
+            super()._ensure_redis()
+            self._pubsub = _WatchedPubSub(self._redis.connection_pool, lost=self._lost)
+
+    def _lost(self) -> None:
+        """Every channel subscribed before is told; one subscribing now (its subscription made the new connection)
+        has missed nothing."""
+        logger.warning("the connection to Redis was lost: the sockets close, to load what they missed")
+        for name, queue in list(self.channel_layer.channels.items()):
+            if name in self._subscribed_to:
+                queue.put_nowait(LOST)
 
     async def _do_receiving(self):
         while True:
@@ -107,10 +125,21 @@ class _WatchedShard(RedisSingleShardConnection):
                     self._receive_message(await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1))
                 else:
                     await asyncio.sleep(0.1)
-            except (RedisConnectionError, RedisTimeoutError, OSError):
-                logger.warning("the connection to Redis was lost: the sockets close, to load what they missed")
-                layer = self.channel_layer
-                for name, queue in list(layer.channels.items()):
-                    if layer._get_shard(name) is self:
-                        queue.put_nowait(LOST)
+            except Exception:
+                # Most often Redis gone; otherwise the connection is in a state nothing read on it can be trusted
+                # from (a subscription reading its reply as this loop reads). Either way, tried again.
+                logger.debug("reading from Redis failed", exc_info=True)
+                self._lost()
                 await asyncio.sleep(RECONNECT_PAUSE)
+
+
+class _WatchedPubSub(PubSub):
+    """redis-py subscribes again on each new connection: messages published in between are gone."""
+
+    def __init__(self, *args, lost: Callable[[], None], **kwargs):
+        super().__init__(*args, **kwargs)
+        self._lost = lost
+
+    async def on_connect(self, connection) -> None:
+        self._lost()
+        await super().on_connect(connection)

@@ -56,9 +56,10 @@ class ControlPlane:
                         reply = {"type": "run.snapshot", "run": run.snapshot()}
                         await get_channel_layer().send(message["reply_to"], reply)
                 except Exception:
-                    # A restarted Redis has forgotten the group: join it again, so a cancel still reaches the run.
+                    # The connection to Redis was lost, and the channel with it: listen on a new one in the group,
+                    # so a cancel still reaches the run.
                     logger.warning("run %s: the channel layer failed; listening again", run.run_id, exc_info=True)
-                    await self._join_again(group, run.control_channel)
+                    await self._join_again(group, run)
                     continue
                 if message["type"] == "run.cancel":
                     run.stop()
@@ -68,11 +69,13 @@ class ControlPlane:
             with contextlib.suppress(Exception):
                 await self.layer.group_discard(group, run.control_channel)
 
-    async def _join_again(self, group: str, channel: str) -> None:
+    async def _join_again(self, group: str, run: LiveRun) -> None:
         while True:
             await asyncio.sleep(LAYER_RETRY)
             with contextlib.suppress(Exception):
+                channel = await self.layer.new_channel()
                 await self.layer.group_add(group, channel)
+                run.control_channel = channel
                 return
 
     async def stop_listening(self, run: LiveRun, listener: asyncio.Task) -> None:

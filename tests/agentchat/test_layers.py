@@ -4,12 +4,16 @@ not grow with the number of sockets; the Redis one tells its receivers when the 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from types import SimpleNamespace
 
 import pytest
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from agentchat.layers import LocalChannelLayer, RedisChannelLayer, RedisLost
+from conversations.runs.control import ControlPlane
+from conversations.runs.live import LiveRun
 from tests.redis_server import RedisServer, redis_server_binary
 
 TIMEOUT = 5
@@ -97,3 +101,44 @@ async def test_redis_lost_fails_every_waiting_receive_and_redis_back_carries_mes
     await layer.group_send("chat.1", {"type": "run.event", "seq": 2})
     assert (await asyncio.wait_for(layer.receive(reconnected), TIMEOUT))["seq"] == 2
     await layer.flush()
+
+
+async def test_a_restart_between_two_reads_fails_the_waiting_receive_too(private_redis):
+    layer = RedisChannelLayer(hosts=[{"address": private_redis.url, "retry": Retry(NoBackoff(), 1)}])
+    channel = await layer.new_channel()
+    await layer.send(channel, {"type": "run.event", "seq": 1})
+    assert (await asyncio.wait_for(layer.receive(channel), TIMEOUT))["seq"] == 1
+    waiting = asyncio.create_task(layer.receive(channel))
+
+    await asyncio.to_thread(private_redis.kill)
+    await asyncio.to_thread(private_redis.start)  # redis-py may connect again before its next read fails
+
+    with pytest.raises(RedisLost):
+        await asyncio.wait_for(waiting, TIMEOUT)
+    await layer.flush()
+
+
+async def test_a_run_still_hears_a_cancel_after_redis_was_lost(private_redis, settings):
+    host = {"address": private_redis.url, "retry": Retry(NoBackoff(), 1)}
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "agentchat.layers.RedisChannelLayer", "CONFIG": {"hosts": [host]}}
+    }
+    plane = ControlPlane()
+    run = LiveRun(run_id="run-1", conversation=SimpleNamespace(pk=uuid.uuid4()), user=None)
+    run.task = asyncio.create_task(asyncio.sleep(60))
+    await plane.open(run)
+    listener = asyncio.create_task(plane.listen(run))
+
+    await asyncio.to_thread(private_redis.kill)
+    await asyncio.sleep(1)  # down for a while, not only between two reads
+    await asyncio.to_thread(private_redis.start)
+
+    # As a person presses Stop again: a cancel sent while the listener is joining its group again is not heard.
+    for _ in range(25):
+        await plane.cancel(run.conversation)
+        await asyncio.wait([run.task], timeout=0.2)
+        if run.task.done():
+            break
+    assert run.task.cancelled()
+    await plane.stop_listening(run, listener)
+    assert listener.done()
