@@ -83,7 +83,7 @@ def load_model(path: Path, threads: int) -> Llama:
                     model_path=key[0], n_ctx=CONTEXT_WINDOW, n_threads=threads, n_threads_batch=threads, verbose=False
                 )
             except Exception as exc:
-                logger.warning("llama.cpp could not load %s: %s", key, type(exc).__name__)
+                logger.warning("llama.cpp could not load %s: %s", path, type(exc).__name__)
                 raise ProviderNotConfigured(
                     f"LLM provider is not configured: llama.cpp could not load the model {path.name}"
                 ) from None
