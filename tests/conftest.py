@@ -15,6 +15,7 @@ from agentchat.agent.providers import ProviderConfig
 from conversations.runs import db
 
 from .fake_provider import FakeLLM
+from .redis_server import RedisServer, redis_server_binary
 
 EVALUATIONS = Path(__file__).parent / "eval"
 
@@ -79,6 +80,16 @@ def bob_api(bob) -> APIClient:
 @pytest.fixture
 def anon_api() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    """A redis-server of the test's own, which it may kill and start again."""
+    if redis_server_binary() is None:
+        pytest.skip("needs the redis-server program")
+    redis = RedisServer(log_dir=tmp_path).start()
+    yield redis
+    redis.stop()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from redis.backoff import NoBackoff
 from agentchat.layers import LocalChannelLayer, RedisChannelLayer, RedisLost
 from conversations.runs.control import ControlPlane
 from conversations.runs.live import LiveRun
-from tests.redis_server import RedisServer, redis_server_binary
 
 TIMEOUT = 5
 
@@ -72,18 +71,13 @@ async def test_expired_messages_and_their_channels_are_swept(monkeypatch):
     assert gone not in layer.channels and gone not in layer.groups["chat.1"]
 
 
-@pytest.fixture
-def private_redis(tmp_path):
-    if redis_server_binary() is None:
-        pytest.skip("needs the redis-server program")
-    redis = RedisServer(log_dir=tmp_path).start()
-    yield redis
-    redis.stop()
+def redis_host(url: str) -> dict:
+    """As settings.py configures it: a pooled connection that a restart broke is replaced at once."""
+    return {"address": url, "retry": Retry(NoBackoff(), 1)}
 
 
 async def test_redis_lost_fails_every_waiting_receive_and_redis_back_carries_messages_again(private_redis):
-    # As settings.py configures it: a pooled connection that a restart broke is replaced at once.
-    layer = RedisChannelLayer(hosts=[{"address": private_redis.url, "retry": Retry(NoBackoff(), 1)}])
+    layer = RedisChannelLayer(hosts=[redis_host(private_redis.url)])
     socket, run = await layer.new_channel(), await layer.new_channel()
     await layer.group_add("chat.1", socket)
     await layer.group_send("chat.1", {"type": "run.event", "seq": 1})
@@ -104,7 +98,7 @@ async def test_redis_lost_fails_every_waiting_receive_and_redis_back_carries_mes
 
 
 async def test_a_restart_between_two_reads_fails_the_waiting_receive_too(private_redis):
-    layer = RedisChannelLayer(hosts=[{"address": private_redis.url, "retry": Retry(NoBackoff(), 1)}])
+    layer = RedisChannelLayer(hosts=[redis_host(private_redis.url)])
     channel = await layer.new_channel()
     await layer.send(channel, {"type": "run.event", "seq": 1})
     assert (await asyncio.wait_for(layer.receive(channel), TIMEOUT))["seq"] == 1
@@ -119,10 +113,8 @@ async def test_a_restart_between_two_reads_fails_the_waiting_receive_too(private
 
 
 async def test_a_run_still_hears_a_cancel_after_redis_was_lost(private_redis, settings):
-    host = {"address": private_redis.url, "retry": Retry(NoBackoff(), 1)}
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "agentchat.layers.RedisChannelLayer", "CONFIG": {"hosts": [host]}}
-    }
+    layer = {"BACKEND": "agentchat.layers.RedisChannelLayer", "CONFIG": {"hosts": [redis_host(private_redis.url)]}}
+    settings.CHANNEL_LAYERS = {"default": layer}
     plane = ControlPlane()
     run = LiveRun(run_id="run-1", conversation=SimpleNamespace(pk=uuid.uuid4()), user=None)
     run.task = asyncio.create_task(asyncio.sleep(60))

@@ -26,14 +26,11 @@ from conversations import services
 from conversations.consumers import CLOSE_SERVER_ERROR
 from conversations.models import Conversation, Message
 from tests.fake_provider import Reply
-from tests.redis_server import RedisServer, redis_server_binary
 from tests.servers import RemoteSocket, database_url
 from tests.tcp_proxy import TCPProxy
 
 from .conftest import needs_postgres_and_redis
 from .helpers import of
-
-needs_redis_server = pytest.mark.skipif(redis_server_binary() is None, reason="needs the redis-server program")
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,13 +41,6 @@ STALL = 10.0  # seconds a stalled provider stays silent
 
 
 # --- fixtures ----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def private_redis(tmp_path):
-    redis = RedisServer(log_dir=tmp_path).start()
-    yield redis
-    redis.stop()
 
 
 @pytest.fixture
@@ -147,7 +137,6 @@ def assert_no_repeats(frames) -> None:
 
 
 @needs_postgres_and_redis
-@needs_redis_server
 @pytest.mark.usefixtures("close_thread_connections")
 async def test_redis_restarted_mid_run(daphnes, remote_sockets, private_redis, fake_llm, conversation, alice):
     text = "".join(f"part{index:02d} " for index in range(48))  # 48 chunks 60 ms apart: about 3 s of stream
