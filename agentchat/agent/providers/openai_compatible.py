@@ -29,8 +29,10 @@ logger = logging.getLogger(__name__)
 RETRYABLE_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 # Connections to the provider are kept while idle, as many as ran at once and for a minute: a new one costs a TCP
 # and a TLS handshake, round trips before the request even leaves (the SDK's own pool keeps 100 for 5 seconds).
-# One the provider closed meanwhile is seen as closed and not used again.
-CONNECTIONS = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000, keepalive_expiry=60)
+# One the provider closed meanwhile is seen as closed and not used again. They go through the SDK's aiohttp
+# transport: reading a streamed chunk costs it less than half of what its default httpx transport does, and
+# every chunk of every stream of the process is read on the one event loop (docs/benchmarks.md).
+CONNECTIONS = httpx2.Limits(max_connections=1000, keepalive_expiry=60)
 
 
 def to_wire_messages(system_prompt: str, messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -113,7 +115,7 @@ def _provider_error(exc: Exception, *, text_seen: bool) -> ProviderError:
 
 
 def _classify(exc: Exception) -> ProviderError:
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError) and _timed_out(exc):
         return ProviderError("The model provider did not answer in time.")
     if isinstance(exc, openai.APIConnectionError):
         return ProviderError("The model provider could not be reached.", retryable=True)
@@ -124,6 +126,15 @@ def _classify(exc: Exception) -> ProviderError:
             f"The model provider answered HTTP {exc.status_code}.", retryable=exc.status_code in RETRYABLE_STATUSES
         )
     return ProviderError(UNREADABLE, retryable=True)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a timeout is what ended the call. The SDK's aiohttp transport says "timeout" for every connection
+    that failed, a refused one too, so the causes decide."""
+    cause = exc.__cause__
+    while cause is not None and not isinstance(cause, TimeoutError):
+        cause = cause.__cause__
+    return cause is not None
 
 
 class OpenAICompatibleProvider:
@@ -141,7 +152,7 @@ class OpenAICompatibleProvider:
             timeout=config.timeout,
             # Retrying is the orchestrator's decision, made once and told to the user.
             max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(limits=CONNECTIONS),
+            http_client=openai.DefaultAioHttpClient(limits=CONNECTIONS),
         )
 
     def _request(self, params: ProviderChatParams, *, stream: bool) -> dict[str, Any]:
