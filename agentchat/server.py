@@ -13,7 +13,8 @@ Here, instead:
   not a bare "400 Bad Request";
 - these refusals are worded in the reader's language, chosen from the request's head as Django would;
 - the model provider gets ready before the first request: the embedded model loads in the background as the
-  server starts, so that the first person to ask does not wait for it;
+  server starts, so that the first person to ask does not wait for it; so does the token encoding that
+  fits a conversation to the context budget;
 - a WebSocket message over `FRAME_READ_LIMIT` closes the socket with 1009 (autobahn, by default,
   drops the TCP connection without a close frame); a message between the protocol's 1 MiB and that
   is read, and answered `TOO_LARGE` by the consumer.
@@ -42,6 +43,7 @@ from django.http.cookie import parse_cookie
 from django.utils import translation
 from twisted.web import http
 
+from agentchat import tokens
 from agentchat.agent.providers import ProviderError, warm_up
 from agentchat.sentences import reader_language, translate
 from conversations.api import uploads
@@ -169,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     # A misconfigured provider is reported to the first run that uses it, as ever.
     with contextlib.suppress(ProviderError):
         warm_up()
+    tokens.warm_up()
     freeze_what_is_loaded()
     daphne.server.HTTPFactory = GuardedHTTPFactory
     daphne.server.WebSocketFactory = ClosingWebSocketFactory

