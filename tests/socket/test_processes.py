@@ -12,10 +12,12 @@ import contextlib
 import time
 
 import pytest
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
+from redis import Redis
 from rest_framework_simplejwt.tokens import AccessToken
 
-from conversations import selectors
+from conversations import selectors, services
 from conversations.models import Conversation, Message, PendingConfirmation
 from tests.fake_provider import Reply
 
@@ -309,3 +311,31 @@ async def test_a_users_message_rate_is_counted_across_processes(daphnes, remote_
         "first",
         "second",
     ]
+
+
+async def test_a_process_keeps_its_redis_connections_however_many_sockets_send(
+    daphnes, remote_sockets, private_redis, fake_llm, alice
+):
+    fake_llm.script(*[Reply(text="Noted.")] * 6)
+    server = (await asyncio.to_thread(daphnes, 1, env={"REDIS_URL": private_redis.url}))[0]
+    make = sync_to_async(services.conversation_create)
+    sockets = [await remote_sockets(server, await make(owner=alice), alice) for _ in range(6)]
+    redis = Redis.from_url(private_redis.url)
+
+    def connections() -> int:
+        return redis.info("clients")["connected_clients"]
+
+    async def ask(socket, index: int) -> None:
+        await socket.send({"type": "message", "content": "Note this.", "client_id": f"redis-clients-{index}"})
+        frames = await socket.receive_until("run_finished")
+        assert frames[-1]["status"] == "completed", frames
+
+    await ask(sockets[0], 0)
+    before = await asyncio.to_thread(connections)
+    for index, socket in enumerate(sockets[1:], start=1):
+        await ask(socket, index)
+
+    # The message limit is counted in Redis for every socket through one client: a socket's first message used to
+    # open a connection of its own, held while the socket stayed open.
+    assert await asyncio.to_thread(connections) == before
+    redis.close()
