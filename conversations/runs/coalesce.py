@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 from agentchat.agent import events as ev
@@ -12,6 +12,10 @@ from agentchat.agent import events as ev
 # After a token frame, the next waits this long, gathering what arrives meanwhile: the first token goes out at
 # once, then at most 25 frames a second per run, however fast the model writes (docs/benchmarks.md).
 TOKEN_INTERVAL = 0.04
+# Token frames a second that all the runs of a process send together at most: with more runs than that allows at
+# TOKEN_INTERVAL (40), each run's frames come further apart and carry more text. Most of a frame's cost is its
+# write to the socket, the same for a word as for a sentence (docs/benchmarks.md).
+PROCESS_TOKEN_FRAMES = 1000
 
 
 class ReadAhead:
@@ -19,12 +23,14 @@ class ReadAhead:
     being handled: the provider is asked while the run's first frames go out, not after.
 
     The tokens that arrived meanwhile go on as one: a busy process sends fewer, larger frames instead of
-    falling behind, and no run sends token frames closer together than TOKEN_INTERVAL. Any other event holds
-    the reading until it has been handled: no tool starts before its start is stored and sent. Use it as an
-    async context manager, which stops the reading on the way out.
+    falling behind, and no run sends token frames closer together than TOKEN_INTERVAL, nor than its share of
+    PROCESS_TOKEN_FRAMES among the `runs()` of the process. Any other event holds the reading until it has
+    been handled: no tool starts before its start is stored and sent. Use it as an async context manager,
+    which stops the reading on the way out.
     """
 
-    def __init__(self, events: AsyncIterator[ev.RunEvent]):
+    def __init__(self, events: AsyncIterator[ev.RunEvent], runs: Callable[[], int] = lambda: 1):
+        self._runs = runs
         self._ready: collections.deque[ev.RunEvent] = collections.deque()
         self._arrived, self._handled = asyncio.Event(), asyncio.Event()
         self._ended: list[BaseException | None] = []
@@ -72,7 +78,7 @@ class ReadAhead:
                     while ready and isinstance(ready[0], ev.Token):
                         deltas.append(ready.popleft().delta)
                     event = replace(event, delta="".join(deltas))
-                    next_token_at = loop.time() + TOKEN_INTERVAL
+                    next_token_at = loop.time() + max(TOKEN_INTERVAL, self._runs() / PROCESS_TOKEN_FRAMES)
                 yield event
                 if not isinstance(event, ev.Token):
                     self._handled.set()

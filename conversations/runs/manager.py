@@ -265,7 +265,7 @@ class RunManager:
             max_rounds=settings.AGENT_MAX_ROUNDS,
             run_id=run.run_id,
         )
-        async with ReadAhead(agent.events(trimmed.messages)) as events:
+        async with ReadAhead(agent.events(trimmed.messages), runs=lambda: len(self.live)) as events:
             # The reading gets as far as asking the provider, which then thinks while the first frames go out.
             await asyncio.sleep(0)
             await self._open(run, recorder)

@@ -67,3 +67,24 @@ async def test_the_reading_begins_before_the_first_event_is_asked_for_and_ends_o
     async with ReadAhead(model()):
         await asyncio.wait_for(asked.wait(), 1)
     assert stopped.is_set()
+
+
+async def test_with_many_runs_in_the_process_a_run_sends_its_tokens_further_apart(monkeypatch):
+    monkeypatch.setattr(coalesce, "PROCESS_TOKEN_FRAMES", 10)  # with 10 runs, a frame a second each
+    first_sent = asyncio.Event()
+
+    async def model():
+        yield token(1, "Re")
+        await first_sent.wait()
+        for seq, delta in enumerate(["ven", "ue ", "grew"], start=2):
+            await asyncio.sleep(0.05)  # each longer than TOKEN_INTERVAL: alone, they would go one by one
+            yield token(seq, delta)
+        yield ev.RunFinished(run_id="r", seq=5, status="completed")
+
+    frames = []
+    async with ReadAhead(model(), runs=lambda: 10) as events:
+        async for event in events:
+            frames.append(event)
+            first_sent.set()
+
+    assert [getattr(event, "delta", event.type) for event in frames] == ["Re", "venue grew", "run_finished"]
