@@ -13,8 +13,8 @@ from agentchat.agent import events as ev
 # once, then at most 25 frames a second per run, however fast the model writes (docs/benchmarks.md).
 TOKEN_INTERVAL = 0.04
 # Token frames a second that all the runs of a process send together at most: with more runs than that allows at
-# TOKEN_INTERVAL (40), each run's frames come further apart and carry more text. Most of a frame's cost is its
-# write to the socket, the same for a word as for a sentence (docs/benchmarks.md).
+# TOKEN_INTERVAL (more than 40), each run's frames come further apart and carry more text. Most of a frame's cost
+# is its write to the socket, the same for a word as for a sentence (docs/benchmarks.md).
 PROCESS_TOKEN_FRAMES = 1000
 
 
