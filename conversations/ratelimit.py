@@ -13,7 +13,7 @@ from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
 
 
 @functools.cache
-def shared_cache() -> BaseCache:
+def _cache() -> BaseCache:
     """One cache client for the whole process. Django's `cache` is one per async context, that is per socket: with
     Redis, each socket's first message opened a connection pool and a connection of its own."""
     return caches.create_connection(DEFAULT_CACHE_ALIAS)
@@ -54,7 +54,7 @@ class SharedWindow:
         """Count an event now; False when over the limit. Blocking: call it from sync code."""
         window, into = divmod(time.time(), self.seconds)
         current = f"ratelimit:{self.name}:{key}:{int(window)}"
-        cache = shared_cache()
+        cache = _cache()
         cache.add(current, 0, timeout=2 * self.seconds)
         count = cache.incr(current)
         before = cache.get(f"ratelimit:{self.name}:{key}:{int(window) - 1}", 0)
@@ -79,7 +79,7 @@ class SharedSlots:
     def hold(self, key: Hashable, limit: int) -> Iterator[None]:
         """Hold one slot for the block; Full when `limit` are held already."""
         name = f"slots:{self.name}:{key}"
-        cache = shared_cache()
+        cache = _cache()
         cache.add(name, 0, timeout=self.seconds)
         held = cache.incr(name)
         cache.touch(name, self.seconds)
