@@ -255,7 +255,7 @@ def start_message(conversation: Conversation, run_id: str) -> int:
     return services.assistant_message_start(conversation=conversation, run_id=run_id).pk
 
 
-flush = database_sync_to_async(services.assistant_message_flush)
+flush = database_sync_to_async(services.assistant_messages_flush)
 discard_message = database_sync_to_async(services.assistant_message_discard)
 
 

@@ -46,6 +46,8 @@ DECISION_WAIT = 1.0
 EXPIRED = gettext_lazy("This confirmation was already decided, replaced or has expired.")
 # What a stopped answer says happened.
 STOPPED = "You pressed Stop."
+# The answers being streamed are written at most this often: a crash loses no more than that.
+FLUSH_INTERVAL = 0.3
 
 
 class _StoppedAfter(Exception):
@@ -68,6 +70,7 @@ class RunManager:
         self.provider_factory = provider_factory
         # The event loop keeps only weak references to tasks: this keeps each live run's task alive.
         self.live: dict[str, LiveRun] = {}
+        self.flusher: asyncio.Task | None = None
         self.limiter = SharedWindow("messages", settings.WS_MESSAGES_PER_MINUTE, seconds=60)
         self.control = ControlPlane()
 
@@ -188,11 +191,29 @@ class RunManager:
     def _launch(self, run: LiveRun) -> None:
         self.live[run.run_id] = run
         run.task = asyncio.create_task(self._drive(run, Recorder(run)), name=f"run {run.run_id}")
+        if self.flusher is None or self.flusher.done():
+            self.flusher = asyncio.create_task(self._flush_periodically(), name="flush answers")
+
+    async def _flush_periodically(self) -> None:
+        """The text so far of every answer this process streams, at most every FLUSH_INTERVAL, in one write for
+        them all: a write each kept the one SQLite thread busy at a few hundred streams (docs/benchmarks.md)."""
+        while self.live:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            due = [run for run in self.live.values() if run.dirty and run.message_id is not None]
+            if not due:
+                continue
+            for run in due:
+                run.dirty = False
+            try:
+                await db.flush(texts={run.message_id: run.content for run in due})
+            except db.DATABASE_UNREACHABLE:
+                for run in due:
+                    run.dirty = True  # written at a later tick, once the database is back
 
     async def _drive(self, run: LiveRun, recorder: Recorder) -> None:
         conversation = run.conversation
         listener = asyncio.create_task(self.control.listen(run))
-        helpers = [asyncio.create_task(recorder.keep_alive()), asyncio.create_task(recorder.flush_periodically())]
+        heartbeat = asyncio.create_task(recorder.keep_alive())
         status, error = "failed", ""
         try:
             run.driving = True
@@ -217,9 +238,8 @@ class RunManager:
                 why=services.INTERRUPTED, message_status=Message.Status.FAILED, stopped=False, error=error
             )
         finally:
-            for helper in helpers:
-                helper.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
             await self.control.stop_listening(run, listener)
             try:
                 await db.retrying(db.release, conversation=conversation, run_id=run.run_id)

@@ -1,5 +1,5 @@
 """One run's events become rows and frames: stored, numbered and fanned out to every socket of the
-conversation; the answer's text flushed at most every FLUSH_INTERVAL; the gate's heartbeat kept."""
+conversation; the gate's heartbeat kept. The answer's text so far is flushed by the RunManager."""
 
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ from .live import LiveRun
 
 logger = logging.getLogger(__name__)
 
-# The answer is written at most this often while it streams: a crash loses no more than that.
-FLUSH_INTERVAL = 0.3
 AUDIT_KINDS = {Outcome.DONE: AuditEvent.Kind.TOOL_SUCCEEDED, Outcome.DENIED: AuditEvent.Kind.PERMISSION_DENIED}
 
 
@@ -177,18 +175,6 @@ class Recorder:
                 await self.send(frame)
         except db.DATABASE_UNREACHABLE:
             logger.error("run %s could not store how it ended: the database stayed unreachable", run.run_id)
-
-    async def flush_periodically(self) -> None:
-        """At most one write per FLUSH_INTERVAL of the text so far."""
-        run = self.run
-        while True:
-            await asyncio.sleep(FLUSH_INTERVAL)
-            if run.dirty and run.message_id is not None:
-                run.dirty = False
-                try:
-                    await db.flush(message_id=run.message_id, content=run.content)
-                except db.DATABASE_UNREACHABLE:
-                    run.dirty = True  # written at a later tick, once the database is back
 
     async def keep_alive(self) -> None:
         run = self.run

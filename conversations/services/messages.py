@@ -99,9 +99,11 @@ def without_files(message: Message) -> Message:
     return message
 
 
-def assistant_message_flush(*, message_id: int, content: str) -> None:
-    """The text so far of an answer still streaming; never overwrites the answer's final write."""
-    Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(content=content)
+def assistant_messages_flush(*, texts: dict[int, str]) -> None:
+    """The text so far of answers still streaming (by message id), in one statement; never overwrites an answer's
+    final write."""
+    answers = [Message(pk=message_id, content=content) for message_id, content in texts.items()]
+    Message.objects.filter(status=Message.Status.STREAMING).bulk_update(answers, ["content"])
 
 
 def assistant_message_discard(*, message_id: int) -> None:

@@ -174,8 +174,8 @@ def test_an_answer_is_searched_once_it_ends(alice_api, alice, ended):
     conversation = services.conversation_create(owner=alice, title="Answers")
     say(conversation, "what lives by the sea?")
     answer = services.assistant_message_start(conversation=conversation, run_id="r1")
-    services.assistant_message_flush(message_id=answer.pk, content="the pelican")
-    services.assistant_message_flush(message_id=answer.pk, content="the pelican and the puffin")
+    services.assistant_messages_flush(texts={answer.pk: "the pelican"})
+    services.assistant_messages_flush(texts={answer.pk: "the pelican and the puffin"})
     assert found(alice_api, "pelican") == {}
 
     services.assistant_message_save(message_id=answer.pk, content="the pelican and the puffin.", status=ended)

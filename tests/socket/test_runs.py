@@ -19,7 +19,8 @@ from agentchat.agent.context import TRUNCATION_LIMIT, TRUNCATION_SUFFIX
 from agentchat.agent.orchestrator import LIMIT_MESSAGE
 from conversations import runs, services
 from conversations.models import AuditEvent, Message
-from conversations.runs import db, recorder
+from conversations.runs import db
+from conversations.runs.manager import FLUSH_INTERVAL
 from tests.fake_provider import Reply
 from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
@@ -388,9 +389,33 @@ async def test_tokens_are_stored_in_batches_while_streaming(llm, sockets, conver
     assert all(text.startswith(content) for content in midway)  # the whole text may land just before the end
     assert len(set(midway)) >= 2  # it grew more than once before the end
     # At most one write per ~300 ms, plus the final one: not one per token (there are 46).
-    assert 3 <= len(writes) <= elapsed / recorder.FLUSH_INTERVAL + 2, writes
+    assert 3 <= len(writes) <= elapsed / FLUSH_INTERVAL + 2, writes
     assistant = (await stored(conversation))[-1]
     assert (assistant.content, assistant.status) == (text, "complete")
+
+
+async def test_the_answers_streaming_in_a_process_are_stored_together(llm, sockets, conversation, alice):
+    text = "Two answers at once share each write of their text so far. " * 2  # 26 chunks: ~1.3 s each
+    llm.script(Reply(text=text, interval=SLOW), Reply(text=text.upper(), interval=SLOW))
+    other = await sync_to_async(services.conversation_create)(owner=alice)
+    first, second = await sockets(conversation, alice), await sockets(other, alice)
+
+    with message_writes() as writes:
+        began = time.monotonic()
+        await first.send({"type": "message", "content": "One", "client_id": "one"})
+        await second.send({"type": "message", "content": "Two", "client_id": "two"})
+        ids = [(await socket.receive_until("run_started"))[-1]["message_id"] for socket in (first, second)]
+        ended = [(await socket.receive_until("run_finished"))[-1] for socket in (first, second)]
+        elapsed = time.monotonic() - began
+        await settle()
+
+    assert [frame["status"] for frame in ended] == ["completed", "completed"]
+    # Both answers' text in one statement, tick after tick; plus each answer's final write.
+    together = [params for _, _, params in writes if set(ids) <= set(params)]
+    assert len(together) >= 2, writes
+    assert len(writes) <= elapsed / FLUSH_INTERVAL + 3, writes
+    answers = [(await stored(each))[-1] for each in (conversation, other)]
+    assert {(row.content, row.status) for row in answers} == {(text, "complete"), (text.upper(), "complete")}
 
 
 async def test_the_final_write_is_not_overtaken_by_a_batch_write(llm, sockets, conversation, alice, tools):
@@ -406,7 +431,7 @@ async def test_the_final_write_is_not_overtaken_by_a_batch_write(llm, sockets, c
     def slow_final_write(sql, params):
         if Message.Status.COMPLETE in params and not slowed:
             slowed.append(params)
-            time.sleep(recorder.FLUSH_INTERVAL + 0.2)
+            time.sleep(FLUSH_INTERVAL + 0.2)
 
     socket = await sockets(conversation, alice)
     with message_writes(slow_final_write):
