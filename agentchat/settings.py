@@ -438,6 +438,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", {"DEBUG", "INFO", "WARNING", "ERROR"})},
-    # axes says at INFO what it does with each sign-in; its warnings (each failure, each lockout) are kept.
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    # axes says at INFO what it does with each sign-in, and the HTTP clients each request they make (a line for every
+    # provider call, on the event loop that streams every socket's tokens); their warnings are kept.
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        **{name: {"level": "WARNING"} for name in ("axes", "httpx", "httpx2")},
+    },
 }
