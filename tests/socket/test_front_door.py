@@ -51,6 +51,9 @@ async def post(server, path: str, headers: dict[str, str], body_chunks=()) -> tu
             with contextlib.suppress(ConnectionError):
                 await writer.drain()
             sent += len(chunk)
+            # drain() returns without yielding while the kernel takes the bytes, and a server that discards the
+            # rest of a refused body keeps taking them: let the answer's reader see what has arrived.
+            await asyncio.sleep(0)
         return await asyncio.wait_for(answer, 10), sent
     finally:
         writer.close()
