@@ -4,8 +4,9 @@ conversation and one transaction that takes the gate, stores the message and the
 Every run's start waits for this, and each process's starts queue on one database thread, so its cost is the
 time to first token under load (docs/benchmarks.md). Building a query costs Django's ORM several times what the
 database takes to run it: the read and the gate are written here in SQL, over the models' own tables and columns;
-the rows go in with bulk_create. Anything else (a client_id seen before, an archived conversation, decisions to
-settle, a gate held or lapsed) is left to the general path, turn_take under run_open, which says so or does it.
+the rows go in with one INSERT for each model, built once (sql.insert). Anything else (a client_id seen before, an
+archived conversation, decisions to settle, a gate held or lapsed) is left to the general path, turn_take under
+run_open, which says so or does it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.utils import timezone
 
 from .. import selectors
 from ..models import AuditEvent, Conversation, Message, PendingConfirmation
-from ..sql import param, statement
+from ..sql import insert, param, statement
 from .conversations import title_from_text
 from .messages import without_files
 from .turns import Turn
@@ -90,8 +91,8 @@ def message_intake(*, conversation: Conversation, user, turn: Turn, admit: Calla
                 if cursor.rowcount != 1:
                     return None
             admit()
-            Message.objects.bulk_create([question, answer])
-            AuditEvent.objects.bulk_create(
+            insert([question, answer])
+            insert(
                 [
                     AuditEvent(
                         kind=AuditEvent.Kind.MESSAGE_SENT,

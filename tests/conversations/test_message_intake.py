@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import pytest
+from django.forms.models import model_to_dict
 
-from conversations import services
+from conversations import services, sql
 from conversations.exceptions import AccessRefused, RateLimited
-from conversations.models import AuditEvent
+from conversations.models import AuditEvent, Message
 from conversations.ratelimit import SharedWindow
 from conversations.runs import db
 from tools.registry import registry
@@ -121,3 +122,27 @@ def test_an_answer_ends_with_its_write_and_one_read(alice, limiter, django_asser
     shown = frame["message"]
     assert (shown["id"], shown["content"], shown["status"]) == (accepted.begun.message_id, "**Hi** there.", "complete")
     assert shown["files"] == [] and shown["attachments"] == [] and "<strong>Hi</strong>" in shown["html"]
+
+
+def test_rows_inserted_in_sql_are_stored_as_the_orm_stores_them(alice):
+    conversation = services.conversation_create(owner=alice)
+
+    def rows(client_id: str) -> list[Message]:
+        return [
+            Message(conversation=conversation, role="user", content="Привет", client_id=client_id, metadata={"a": [1]}),
+            Message(conversation=conversation, role="assistant", status="streaming", tool_calls=[{"id": "c"}]),
+        ]
+
+    by_orm, in_sql = rows("orm"), rows("sql")
+    Message.objects.bulk_create(by_orm)
+    sql.insert(in_sql)
+
+    assert all(message.pk for message in in_sql) and not any(message._state.adding for message in in_sql)
+    ignored = {"id", "client_id", "created_at"}
+    stored = {
+        message.pk: {key: value for key, value in model_to_dict(message).items() if key not in ignored}
+        for message in Message.objects.filter(pk__in=[message.pk for message in by_orm + in_sql])
+    }
+    assert [stored[message.pk] for message in in_sql] == [stored[message.pk] for message in by_orm]
+    assert [m.client_id for m in Message.objects.filter(pk__in=[m.pk for m in in_sql]).order_by("pk")] == ["sql", None]
+    assert all(message.created_at is not None for message in in_sql)
