@@ -26,6 +26,7 @@ from django.db.models import (
     Subquery,
     Sum,
     Value,
+    prefetch_related_objects,
 )
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
@@ -41,7 +42,7 @@ from tools.registry import Tool, ToolContext
 from .decisions import decision_of, decisions_for
 from .models import Attachment, Conversation, Message, PendingConfirmation, TokenUsage, ToolJob
 from .search import conversations_search
-from .sql import MARKER, param, prepared, statement
+from .sql import MARKER, param, prepared, rows, statement
 
 IMAGE_KINDS = {Attachment.Kind.PNG, Attachment.Kind.JPEG}
 
@@ -71,7 +72,7 @@ def socket_access(user_id, session_key: str | None) -> SocketAccess:
     A socket signed in by a session keeps its user only while that session would still sign them in over
     HTTP (the checks of django.contrib.auth.get_user): signing out or a new password ends it.
     """
-    user = next(iter(get_user_model()._default_manager.raw(*USER(user_id))), None)
+    user = next(iter(rows(get_user_model(), *USER(user_id))), None)
     if user is None:
         return SocketAccess(None, "gone", frozenset())
     if not user.is_active:
@@ -389,8 +390,9 @@ def provider_history(
     """
     history: list[ChatMessage] = []
     params = [param(Conversation, "id", conversation.pk), False, Message.Status.STREAMING]
-    messages = Message.objects.raw(statement(HISTORY), params)
-    messages = list(messages.prefetch_related("attachments") if has_files else messages)
+    messages = rows(Message, statement(HISTORY), params)
+    if has_files:
+        prefetch_related_objects(messages, "attachments")
     newest_user = max((i for i, message in enumerate(messages) if message.role == Message.Role.USER), default=-1)
     for position, message in enumerate(messages):
         if message.role == Message.Role.ASSISTANT:

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from .. import selectors
 from ..models import AuditEvent, Conversation, Message, PendingConfirmation
-from ..sql import insert, param, statement
+from ..sql import insert, param, rows, statement
 from .conversations import title_from_text
 from .messages import without_files
 from .turns import Turn
@@ -63,7 +63,7 @@ def message_intake(*, conversation: Conversation, user, turn: Turn, admit: Calla
     (the budget, the rate limit): nothing is stored then."""
     statuses = [PendingConfirmation.Status.PENDING, *PendingConfirmation.DECIDED]
     params = [turn.client_id, user.pk, *statuses, param(Conversation, "id", conversation.pk)]
-    fresh = next(iter(Conversation.objects.raw(statement(STATE), params)), None)
+    fresh = next(iter(rows(Conversation, statement(STATE), params)), None)
     if fresh is None or fresh.seen is not None or fresh.is_archived or fresh.unsettled or not turn.content.strip():
         return None
     selectors.refreshed(conversation, fresh)

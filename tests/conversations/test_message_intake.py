@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from django.forms.models import model_to_dict
 
 from conversations import services, sql
 from conversations.exceptions import AccessRefused, RateLimited
-from conversations.models import AuditEvent, Message
+from conversations.models import AuditEvent, Conversation, Message
 from conversations.ratelimit import SharedWindow
 from conversations.runs import db
 from tools.registry import registry
@@ -146,3 +148,30 @@ def test_rows_inserted_in_sql_are_stored_as_the_orm_stores_them(alice):
     assert [stored[message.pk] for message in in_sql] == [stored[message.pk] for message in by_orm]
     assert [m.client_id for m in Message.objects.filter(pk__in=[m.pk for m in in_sql]).order_by("pk")] == ["sql", None]
     assert all(message.created_at is not None for message in in_sql)
+
+
+def test_rows_read_in_sql_are_the_instances_raw_makes(alice):
+    conversation = services.conversation_create(owner=alice)
+    Message.objects.create(conversation=conversation, role="user", content="Привет", metadata={"k": [1, None]})
+    Message.objects.create(conversation=conversation, role="assistant", tool_calls=[{"id": "c", "args": {}}])
+    # Columns in another order than the model's, one of them missing (deferred), and one that is no field.
+    query = (
+        'SELECT "metadata", "id", "created_at", "tool_calls", "superseded", "role", 7 AS "extra" '
+        'FROM "conversations_message" WHERE "conversation_id" = %s ORDER BY "id"'
+    )
+    params = [sql.param(Conversation, "id", conversation.pk)]
+
+    by_raw, in_sql = list(Message.objects.raw(query, params)), sql.rows(Message, query, params)
+
+    def seen(message: Message) -> tuple:
+        loaded = {
+            field.attname: getattr(message, field.attname)
+            for field in Message._meta.concrete_fields
+            if field.attname in message.__dict__
+        }
+        return loaded, message.extra, message.get_deferred_fields()
+
+    assert [seen(message) for message in in_sql] == [seen(message) for message in by_raw]
+    assert isinstance(in_sql[0].created_at, datetime) and in_sql[0].superseded is False
+    assert in_sql[0].metadata == {"k": [1, None]} and in_sql[1].tool_calls == [{"id": "c", "args": {}}]
+    assert "content" in in_sql[0].get_deferred_fields() and in_sql[0].content == "Привет"  # loaded when asked for
