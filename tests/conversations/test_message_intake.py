@@ -129,13 +129,13 @@ def test_an_answer_ends_with_its_write_and_one_read(alice, limiter, django_asser
 def test_rows_inserted_in_sql_are_stored_as_the_orm_stores_them(alice):
     conversation = services.conversation_create(owner=alice)
 
-    def rows(client_id: str) -> list[Message]:
+    def two(client_id: str) -> list[Message]:
         return [
             Message(conversation=conversation, role="user", content="Привет", client_id=client_id, metadata={"a": [1]}),
             Message(conversation=conversation, role="assistant", status="streaming", tool_calls=[{"id": "c"}]),
         ]
 
-    by_orm, in_sql = rows("orm"), rows("sql")
+    by_orm, in_sql = two("orm"), two("sql")
     Message.objects.bulk_create(by_orm)
     sql.insert(in_sql)
 
