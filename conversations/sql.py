@@ -52,12 +52,12 @@ def prepared(build: Callable[[], QuerySet]) -> Callable[[object], tuple[str, lis
 
 
 @functools.cache
-def _insert_statement(model, rows: int) -> tuple[str, tuple]:
+def _insert_statement(model, count: int) -> tuple[str, tuple]:
     fields = tuple(field for field in model._meta.concrete_fields if not field.primary_key)
     quote = connection.ops.quote_name
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     sql = f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(field.column) for field in fields)}) "
-    sql += f"VALUES {', '.join([row] * rows)} RETURNING {quote(model._meta.pk.column)}"
+    sql += f"VALUES {', '.join([row] * count)} RETURNING {quote(model._meta.pk.column)}"
     return sql, fields
 
 
