@@ -1,5 +1,5 @@
 """Rate limits: a sliding window on this process (frames per socket), and a window and a count of things held at
-once kept in the cache, which every process shares when there is Redis (messages and files being read, per user)."""
+once that every process shares when there is Redis (messages and files being read, per user)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import functools
 import time
 from collections.abc import Hashable, Iterator
 
+import redis
+from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
 
 
@@ -17,6 +19,13 @@ def _cache() -> BaseCache:
     """One cache client for the whole process. Django's `cache` is one per async context, that is per socket: with
     Redis, each socket's first message opened a connection pool and a connection of its own."""
     return caches.create_connection(DEFAULT_CACHE_ALIAS)
+
+
+@functools.cache
+def _redis() -> redis.Redis | None:
+    """Redis itself, when there is one, for the count that every run's start takes: in one round trip, where the
+    cache's API takes four, each one more wait in the start's trip to the database thread (docs/benchmarks.md)."""
+    return redis.Redis.from_url(settings.REDIS_URL) if settings.REDIS_URL else None
 
 
 class SlidingWindow:
@@ -39,7 +48,8 @@ class SlidingWindow:
 
 
 class SharedWindow:
-    """At most `limit` events per key in any `seconds`, counted in the cache so that every process using it agrees.
+    """At most `limit` events per key in any `seconds`, counted in Redis, when there is one, so that every process
+    using it agrees; else in this process's cache.
 
     A sliding window estimated from two fixed ones: the previous window's count, weighted by how much of it is
     still within `seconds`, plus the current one's.
@@ -53,12 +63,17 @@ class SharedWindow:
     def allow(self, key: Hashable) -> bool:
         """Count an event now; False when over the limit. Blocking: call it from sync code."""
         window, into = divmod(time.time(), self.seconds)
-        current = f"ratelimit:{self.name}:{key}:{int(window)}"
-        cache = _cache()
-        cache.add(current, 0, timeout=2 * self.seconds)
-        count = cache.incr(current)
-        before = cache.get(f"ratelimit:{self.name}:{key}:{int(window) - 1}", 0)
-        return before * (1 - into / self.seconds) + count <= self.limit
+        current, previous = (f"ratelimit:{self.name}:{key}:{int(window) - back}" for back in (0, 1))
+        client = _redis()
+        if client is None:
+            cache = _cache()
+            cache.add(current, 0, timeout=2 * self.seconds)
+            count, before = cache.incr(current), cache.get(previous, 0)
+        else:
+            pipe = client.pipeline(transaction=False)
+            pipe.set(current, 0, ex=2 * self.seconds, nx=True).incr(current).get(previous)
+            _, count, before = pipe.execute()
+        return int(before or 0) * (1 - into / self.seconds) + count <= self.limit
 
 
 class Full(Exception):

@@ -69,6 +69,16 @@ def test_database_url_selects_postgresql(clean_env):
     assert database["HOST"] == "127.0.0.1"
     assert database["PORT"] == 5432
     assert database["USER"] == "postgres"
+    assert database["OPTIONS"]["server_side_binding"] is True
+
+
+def test_server_side_binding_can_be_turned_off_in_the_database_url(clean_env):
+    clean_env.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentchat?server_side_binding=false")
+
+    options = load_settings()["DATABASES"]["default"]["OPTIONS"]
+
+    assert options["server_side_binding"] is False
+    assert options["pool"]["max_size"] == 16
 
 
 def test_redis_url_selects_channels_redis(clean_env):
