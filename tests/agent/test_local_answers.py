@@ -200,7 +200,7 @@ def test_a_number_that_belongs_to_another_argument_is_not_offered():
     migration = grounded(schema("execute_migration"), "Execute the pending migration on dashboard 11", common)
 
     assert migration["properties"]["dashboard_id"]["enum"] == [11]
-    assert migration["properties"]["migration_id"]["anyOf"] == [{"type": "null"}]  # the next one
+    assert "migration_id" not in migration["properties"]  # left out: the next one
 
 
 def test_a_choice_named_in_other_words_is_taken():
@@ -211,6 +211,27 @@ def test_a_choice_named_in_other_words_is_taken():
 
     assert deploy["properties"]["environment"]["enum"] == ["staging"]
     assert drafts["properties"]["status"]["anyOf"] == [{"enum": ["published"], "type": "string"}]
+
+
+def test_what_the_request_does_not_name_is_left_out():
+    search = schema("search_dashboards")
+    common = example_words([schema(name) for name in ("search_dashboards", "dashboard_health", "deploy_dashboard")])
+
+    for request in ["What dashboards do I have?", "Какие у меня есть дашборды?", "Покажи мои дашборды"]:
+        properties = grounded(search, request, common)["properties"]
+        assert sorted(properties) == ["page", "page_size"], request  # no words, owner, tag, status or problems
+
+
+def test_a_yes_or_no_named_in_words_is_taken_and_the_narrower_words_win():
+    search = schema("search_dashboards")
+    common = example_words([search])
+
+    with_problems = grounded(search, "Show dashboards with errors", common)
+    without = grounded(search, "Какие дашборды без проблем валидации?", common)
+
+    assert with_problems["properties"]["has_validation_problems"]["anyOf"] == [{"type": "boolean", "enum": [True]}]
+    assert without["properties"]["has_validation_problems"]["anyOf"] == [{"type": "boolean", "enum": [False]}]
+    assert "has_validation_problems" in without["required"]
 
 
 def test_a_question_never_creates_a_branch():

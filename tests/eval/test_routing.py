@@ -4,7 +4,7 @@ Fixed requests, in English and Russian, each with the tool (or "none") and the k
 decisions are deterministic. A table of the figures is printed at the end; `-s` shows every decision.
 
 The sets are named for how they were used. The TUNING sets are what the tools' examples, the routing's weights,
-its margin and its rules were chosen on (128 requests). Three of them were first written as sets kept out of the
+its margin and its rules were chosen on (134 requests). Three of them were first written as sets kept out of the
 tuning and were tuned on once measured: the former held-out set; the first fresh set (measured once at 32 of 40
 tools right, 26 of 40 with their arguments, no dangerous tool unasked); and the second (33, 33 and none). FRESH, the
 third, was written after all of that was
@@ -64,8 +64,18 @@ REPORTED = [
     Case("Deploy dashboard 42 to production", "deploy_dashboard", {"dashboard_id": 42, "environment": "production"}),
     Case("покажи дашборды с проблемами валидации", "search_dashboards", {"has_validation_problems": True}),
 ]
+# Reported later: the whole catalogue, asked for in the words people use (once a tag made of "Какие у меня есть").
+REPORTED_WHOLE_CATALOGUE = [
+    Case("Какие у меня есть дашборды?", "search_dashboards", {}),
+    Case("What dashboards do I have?", "search_dashboards", {}),
+    Case("Show my dashboards", "search_dashboards", {}),
+    Case("Покажи мои дашборды", "search_dashboards", {}),
+    Case("List all dashboards", "search_dashboards", {}),
+    Case("Покажи все дашборды", "search_dashboards", {}),
+]
 TUNING = [
     *REPORTED,
+    *REPORTED_WHOLE_CATALOGUE,
     Case("List the dashboards that have validation errors", "search_dashboards", {"has_validation_problems": True}),
     Case("Find the dashboards owned by Olivia Chen", "search_dashboards", mentions="olivia"),
     Case("Найди дашборды с тегом finance", "search_dashboards", mentions="financ"),
@@ -326,6 +336,13 @@ async def first_event_and_answer(provider: LocalProvider, params: ProviderChatPa
     raise AssertionError("the stream ended without an answer")
 
 
+def said(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a call without those that only repeat the tool's defaults (page 1 of a search)."""
+    tool = registry.find(name)
+    properties = tool.schema()["parameters"].get("properties", {}) if tool is not None else {}
+    return {key: value for key, value in args.items() if properties.get(key, {}).get("default", ...) != value}
+
+
 async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summary: list[str]) -> Score:
     tools, system_prompt = offered(), build_system_prompt()
     score = Score(name, cases)
@@ -337,6 +354,7 @@ async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summar
         first, answer = await first_event_and_answer(provider, params)
         score.first_event.append(first)
         call = answer.tool_calls[0] if answer.tool_calls else {"name": "none", "args": {}}
+        call = {**call, "args": said(call["name"], call["args"])}
         asked = not answer.tool_calls and answer.content.startswith(("I am not sure", "Я не уверен"))
         tool_ok, args_ok = case.judge(call["name"], call["args"])
         if asked:
@@ -356,8 +374,8 @@ async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summar
 
 
 async def test_the_tuning_sets_route_right(provider: LocalProvider, summary: list[str]):
-    """Floors a little under what the packaged model reaches (122 and 116 of 128 when frozen), for llama.cpp
-    builds that round differently; the reported four must be right, and nothing dangerous proposed unasked."""
+    """Floors a little under what the packaged model reaches (128 and 125 of 134 when last tuned), for llama.cpp
+    builds that round differently; the reported requests must be right, and nothing dangerous proposed unasked."""
     scores = [
         await evaluate(provider, "tuning", TUNING, summary),
         await evaluate(provider, "tuning, unlike examples", TUNING_UNLIKE_EXAMPLES, summary),
@@ -366,10 +384,11 @@ async def test_the_tuning_sets_route_right(provider: LocalProvider, summary: lis
         await evaluate(provider, "tuning, second fresh set", TUNING_SECOND_FRESH, summary),
     ]
     text = "\n\n".join(score.report() for score in scores)
-    assert sum(score.right_tool for score in scores) >= 118, text
-    assert sum(score.right_args for score in scores) >= 112, text
+    assert sum(score.right_tool for score in scores) >= 124, text
+    assert sum(score.right_args for score in scores) >= 121, text
     assert sum(score.dangerous_unasked for score in scores) == 0, text
-    assert all(line.startswith("ok") for line in scores[0].lines[: len(REPORTED)]), text
+    reported = len(REPORTED) + len(REPORTED_WHOLE_CATALOGUE)
+    assert all(line.startswith("ok") for line in scores[0].lines[:reported]), text
 
 
 async def test_fresh_requests_meet_the_targets(provider: LocalProvider, summary: list[str]):

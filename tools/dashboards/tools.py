@@ -125,12 +125,16 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
             "draft": [r"\bdraft", r"\bчернов"],
             "published": [r"\bpublished", r"\bопубликован"],
             "deprecated": [r"\bdeprecated", r"\bустаревш", r"\bустарел"],
-        }
+        },
+        "has_validation_problems": {
+            "true": [r"\b(problem|error|valid|fail|issue|broken)", r"\b(проблем|ошиб|валид|сломан)"],
+            "false": [r"\b(without|no|free of)\b.{0,30}\b(problem|error|issue)", r"\bбез\b.{0,30}\b(проблем|ошиб)"],
+        },
     },
     examples=[
         ("Which dashboards have validation problems?", {"has_validation_problems": True}),
         ("покажи дашборды с проблемами валидации", {"has_validation_problems": True}),
-        ("Find dashboards tagged sales", {"tag": "sales"}),
+        ("List the dashboards tagged sales", {"tag": "sales"}),
         ("Find the dashboards owned by James Patel", {"owner": "James Patel"}),
         ("Найди дашборд Отток клиентов", {"query": "Отток клиентов"}),
         ("Покажи дашборды с тегом hr", {"tag": "hr"}),

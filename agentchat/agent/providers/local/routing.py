@@ -24,6 +24,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from stop_words import get_stop_words
+
 from ..base import ToolCall, ToolSchema
 from .chatml import chat_prompt, prompt_tokens
 from .llama import DECISION_SAMPLING, arguments_grammar, evaluate, generate, log_likelihoods
@@ -201,6 +203,9 @@ def parse_decision(text: str, tools: list[ToolSchema]) -> ToolCall | None:
 NUMBER = re.compile(r"(?<!\w)\d{1,9}(?!\w)")
 EDGE_PUNCTUATION = "?!.,:;«»\"'“”„()[]"
 PHRASE_WORDS = 4
+# Words that say how something is asked, not what ("my", "show", "меня", "есть"): in the languages of the
+# examples, whatever the tools' own examples happen to contain.
+STOP_WORDS = frozenset(get_stop_words("en") + get_stop_words("ru"))
 
 
 def _words(text: str) -> list[str]:
@@ -247,11 +252,14 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
     """The tool's arguments schema held to what the request says, so that the model picks and cannot invent:
 
     - a free string is one of the request's phrases (up to four words) that begins and ends with a word of its
-      own, not one of `common`, the words example requests are made of ("show", "dashboards"), or its default;
+      own, not one of `common`, the words example requests are made of ("find", "dashboards"), nor a stop word
+      ("my", "меня"), or its default; an optional one the request has no such phrase for is left out;
     - a whole number is one of the request's numbers or its default, and only the one after a word like the
       argument's name when there is one ("migration 5 of dashboard 3": dashboard_id 3), never one after another
       argument's word; an optional one left with no number is left out;
-    - a choice the request names (one value of an enum, "staging") is that value, and no longer optional.
+    - a choice the request names (one value of an enum, "staging"; true or false of a yes/no field with choice
+      words) is that value, and no longer optional; an optional choice with choice words the request names no
+      value of is left out.
 
     A field the request says nothing for keeps its schema.
     """
@@ -279,18 +287,18 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
             members = [member for member in (ground(name, member) for member in field["anyOf"]) if member]
             if name in required:  # a named choice: its null is no longer a choice
                 members = [member for member in members if member.get("type") != "null"]
-            return {**field, "anyOf": members} if members else None
-        if "enum" in field:
-            words = tool.get("choice_words", {}).get(name, {})
-            named = [
-                value
-                for value in field["enum"]
-                if isinstance(value, str) and _says(request, [rf"\b{re.escape(value)}", *words.get(value, [])])
-            ]
-            if len(named) != 1:
-                return field
-            required.append(name)
-            return {**field, "enum": named}
+            # Only null left: the field is left out, which says the same.
+            return {**field, "anyOf": members} if any(member.get("type") != "null" for member in members) else None
+        words = tool.get("choice_words", {}).get(name, {})
+        if "enum" in field or (field.get("type") == "boolean" and words):
+            named = _named(request, _choices(field, words))
+            if len(named) == 1:
+                required.append(name)
+                return {**field, "enum": named}
+            # The tool says how each value is named, and the request names none: not the model's to choose.
+            if not named and words and name not in required:
+                return None
+            return field
         if "const" in field or field.get("format"):
             return field
         default = field.get("default")
@@ -311,7 +319,8 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
         else:
             return field
         if not values:
-            return field
+            # An optional string the request has no phrase for is left out: the model would make one up.
+            return None if field.get("type") == "string" and name not in required else field
         kept = {key: value for key, value in field.items() if key in ("description", "title", "default")}
         return {**kept, "enum": list(dict.fromkeys(values))}
 
@@ -331,11 +340,35 @@ def example_words(tools: list[ToolSchema]) -> set[str]:
 
 
 def _own(word: str, common: set[str]) -> bool:
-    return len(word) > 2 and word.lower() not in common
+    return len(word) > 2 and word.lower() not in common and word.lower() not in STOP_WORDS
 
 
-def _says(request: str, patterns: list[str]) -> bool:
-    return any(re.search(pattern, request, re.IGNORECASE) for pattern in patterns)
+def _choices(field: dict[str, Any], words: dict[str, list[str]]) -> dict[Any, list[str]]:
+    """The patterns that name each value of a field with a fixed set of values: an enum's value itself and its
+    choice words; a yes/no field's choice words for "true" and "false"."""
+    if "enum" in field:
+        return {
+            value: [rf"\b{re.escape(value)}", *words.get(value, [])]
+            for value in field["enum"]
+            if isinstance(value, str)
+        }
+    return {True: words.get("true", []), False: words.get("false", [])}
+
+
+def _named(request: str, choices: dict[Any, list[str]]) -> list[Any]:
+    """The values the request names; of several, the one whose words take in all the others' ("without problems"
+    names false, though "problems" alone names true)."""
+    spans = {}
+    for value, patterns in choices.items():
+        found = [match.span() for pattern in patterns if (match := re.search(pattern, request, re.IGNORECASE))]
+        if found:
+            spans[value] = max(found, key=lambda span: span[1] - span[0])
+    covering = [
+        value
+        for value, (start, end) in spans.items()
+        if all(start <= other_start and other_end <= end for other_start, other_end in spans.values())
+    ]
+    return covering or list(spans)
 
 
 def decide(
@@ -345,6 +378,8 @@ def decide(
     request = history[-1]["content"]
     # Numbers the person may mean: the request's, and the page's (the system prompt says which dashboard is shown).
     numbered = NUMBER.search(request) is not None or NUMBER.search(system_prompt) is not None
+    # How requests are put, from every tool's examples: "Какие" is a health check's as much as a search's.
+    common = example_words(tools)
     tools = [tool for tool in tools if names_its_action(request, tool) and (numbered or not needs_a_number(tool))]
     # "dashboard 16" names one object: then only the tools that take it by its number are meant.
     naming = [tool for tool in tools if names_by_number(request, tool)]
@@ -375,7 +410,7 @@ def decide(
         watch,
         max_tokens=DECISION_MAX_TOKENS,
         sampling=DECISION_SAMPLING,
-        grammar=arguments_grammar({**tool, "parameters": grounded(tool, request, example_words(tools))}),
+        grammar=arguments_grammar({**tool, "parameters": grounded(tool, request, common)}),
     )
     if finish_reason != "stop":  # arguments cut short
         return Decision()
