@@ -43,7 +43,7 @@ run: setup
 # REDIS_URL, as the processes would share its keys (rate limits and upload slots per user, live sign-out groups).
 TEST_WORKERS = $(if $(REDIS_URL),0,3)
 
-# The browser tests drive Debian's Chromium (Playwright downloads no browser); it is installed when missing.
+# The browser tests drive Debian's headless Chromium (Playwright downloads no browser); it is installed when missing.
 # The page's pure JavaScript (static/js/chat/) has node's own unit tests, run first when node is there.
 test: $(VENV)/.installed chromium
 	@if command -v node >/dev/null; then node --test tests/js/; else echo "node is not installed: the JS unit tests (tests/js/) were skipped"; fi
@@ -54,8 +54,9 @@ eval: $(VENV)/.installed
 	$(BIN)/pytest tests/eval --eval -q
 
 chromium:
-	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } \
-		|| { echo "Could not install Debian's chromium (run as root, or install it yourself)"; exit 1; }
+	@command -v chromium-headless-shell >/dev/null \
+		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium-headless-shell; } \
+		|| { echo "Could not install Debian's chromium-headless-shell (run as root, or install it yourself)"; exit 1; }
 
 # Translations: extract the strings (Django's makemessages needs GNU gettext, installed when missing), translate
 # locale/ru/LC_MESSAGES/*.po, then compile the committed .mo files with polib (no msgfmt needed).

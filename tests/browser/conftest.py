@@ -1,11 +1,13 @@
-"""Browser tests: Debian's Chromium, driven by Playwright, against a real daphne with the fake provider.
+"""Browser tests: Debian's headless Chromium, driven by Playwright, against a real daphne with the fake provider.
 
 One daphne process and one browser serve the whole session; each test gets a fresh browser context (its
 own cookies), a fresh database (transactional tests: the server sees only committed rows) and an empty
 script of provider replies. Each test leaves a screenshot in test-artifacts/screenshots/.
 
-Playwright never downloads a browser here: it launches /usr/bin/chromium (`make test` installs Debian's
-`chromium` when it is missing); without it these tests are skipped with the reason.
+Playwright never downloads a browser here: it launches /usr/bin/chromium-headless-shell, Chromium's headless
+build, which Playwright itself prefers for headless runs and which takes about a third less time here than the full
+browser (`make test` installs Debian's `chromium-headless-shell` when it is missing; AGENTCHAT_CHROMIUM names
+another); without it these tests are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from conversations.models import Conversation
 from tests.fake_provider import FakeLLM
 from tests.servers import BASE_DIR, DaphneProcess, _launch, server_env
 
-CHROMIUM = os.environ.get("AGENTCHAT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = os.environ.get("AGENTCHAT_CHROMIUM", "/usr/bin/chromium-headless-shell")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

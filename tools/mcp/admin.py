@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
 from django.contrib import admin
@@ -13,7 +13,9 @@ from agentchat.admin import ReadOnlyAdminMixin
 from tools.registry import registry
 
 from .models import RegisteredTool
-from .toolset import ServerTools
+
+if TYPE_CHECKING:
+    from .toolset import ServerTools
 
 
 def _server_row(toolset: ServerTools) -> dict[str, Any]:

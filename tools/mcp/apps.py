@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.apps import AppConfig
 from django.utils.translation import gettext_lazy as _
+
+if TYPE_CHECKING:
+    from .toolset import ServerTools
 
 
 class McpToolsConfig(AppConfig):
@@ -13,6 +18,10 @@ class McpToolsConfig(AppConfig):
         from tools.registry import registry
 
         from .config import servers_from_settings
-        from .toolset import ServerTools, register_servers
 
-        self.toolsets: list[ServerTools] = register_servers(registry, servers_from_settings())
+        self.toolsets: list[ServerTools] = []
+        # The MCP SDK takes more than half a second to import: a process with no server configured never loads it.
+        if servers := servers_from_settings():
+            from .toolset import register_servers
+
+            self.toolsets = register_servers(registry, servers)
