@@ -230,6 +230,7 @@ def test_a_yes_or_no_named_in_words_is_taken_and_the_narrower_words_win():
     without = grounded(search, "Какие дашборды без проблем валидации?", common)
 
     assert with_problems["properties"]["has_validation_problems"]["anyOf"] == [{"type": "boolean", "enum": [True]}]
+    assert not {"query", "owner", "tag"} & set(with_problems["properties"])  # "errors" is not also a tag
     assert without["properties"]["has_validation_problems"]["anyOf"] == [{"type": "boolean", "enum": [False]}]
     assert "has_validation_problems" in without["required"]
 

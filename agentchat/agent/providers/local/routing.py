@@ -253,7 +253,8 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
 
     - a free string is one of the request's phrases (up to four words) that begins and ends with a word of its
       own, not one of `common`, the words example requests are made of ("find", "dashboards"), nor a stop word
-      ("my", "меня"), or its default; an optional one the request has no such phrase for is left out;
+      ("my", "меня"), nor a word that names a choice ("errors"), or its default; an optional one the request has
+      no such phrase for is left out;
     - a whole number is one of the request's numbers or its default, and only the one after a word like the
       argument's name when there is one ("migration 5 of dashboard 3": dashboard_id 3), never one after another
       argument's word; an optional one left with no number is left out;
@@ -265,6 +266,11 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
     """
     parameters = tool["parameters"]
     words = _words(request)
+    # A word that names a choice ("errors": with problems) is that choice's, not a phrase to search for.
+    naming = [
+        pattern for choice in tool.get("choice_words", {}).values() for named in choice.values() for pattern in named
+    ]
+    common = common | {word.lower() for word in words if any(re.match(p, word, re.IGNORECASE) for p in naming)}
     phrases = list(
         dict.fromkeys(
             " ".join(words[start : start + length])
