@@ -59,9 +59,9 @@ class ToolSchema(TypedDict):
     `action_words`, for a tool that acts (every tool that waits for the user's approval does), the words of which
     one must be in a request, and not as a question, before the local model may call it; `choice_words`, for an
     argument with a fixed set of values, the words that name each value in a request ({"environment":
-    {"production": ["prod", "прод"]}}; a yes/no argument's under "true" and "false"), without which the local
-    model leaves an optional one out; `summarize`, which tells what a result means, so that the local model's
-    answer repeats only what the tool returned.
+    {"production": ["prod", "прод"]}}; a yes/no argument's under "true" and "false"): an optional one whose
+    words a request does not say, the local model leaves out; `summarize`, which tells what a result means, so
+    that the local model's answer repeats only what the tool returned.
     """
 
     name: str

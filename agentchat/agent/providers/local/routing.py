@@ -203,8 +203,8 @@ def parse_decision(text: str, tools: list[ToolSchema]) -> ToolCall | None:
 NUMBER = re.compile(r"(?<!\w)\d{1,9}(?!\w)")
 EDGE_PUNCTUATION = "?!.,:;«»\"'“”„()[]"
 PHRASE_WORDS = 4
-# Words that say how something is asked, not what ("my", "show", "меня", "есть"): in the languages of the
-# examples, whatever the tools' own examples happen to contain.
+# Words that say how something is asked, not what ("my", "show", "меня", "есть"), in the two languages the demo
+# model is set up for: whichever words the tools' examples happen to contain.
 STOP_WORDS = frozenset(get_stop_words("en") + get_stop_words("ru"))
 
 
