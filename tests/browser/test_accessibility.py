@@ -282,9 +282,6 @@ def admin_signed_in(page, server):
     return root
 
 
-# The admin's pages share their styles and layout: each page of an app is checked in one of these looks, the next
-# page in the other.
-ADMIN_LOOKS = BOTH_THEMES
 # A list's rows repeat one template: the first three are read, not the demo catalogue's 64 (a second each).
 ADMIN_PAGE = {"exclude": ["#result_list tbody tr:nth-child(n+4)"]}
 
@@ -296,7 +293,8 @@ def test_the_admin_pages(page, server, transactional_db, app):
     for number, (where, url) in enumerate(admin_pages(app)):
         page.goto(url)
         expect(page.locator("#site-name")).to_be_visible()
-        found += violations(page, where, [ADMIN_LOOKS[number % 2]], ADMIN_PAGE)
+        # The admin's pages share their styles and layout: each page in one of the looks, the next in the other.
+        found += violations(page, where, [BOTH_THEMES[number % 2]], ADMIN_PAGE)
     assert found == []
 
 
@@ -305,22 +303,22 @@ def test_the_admin_at_work(page, server, transactional_db):
     page.goto(reverse("admin:conversations_pendingconfirmation_changelist"))
     page.locator('details[data-filter-title="status"]').get_by_role("link", name="All", exact=True).click()
     expect(page.locator("#result_list tbody tr")).to_have_count(3)
-    found = violations(page, "admin confirmations, all", ADMIN_LOOKS)
+    found = violations(page, "admin confirmations, all", BOTH_THEMES)
 
     page.goto(reverse("admin:conversations_conversation_changelist"))
     page.locator("#result_list .action-select").first.check()
     page.get_by_label("Action:").select_option("archive")
     expect(page.locator(".actions .action-counter")).to_contain_text("1 of 2 selected")
-    found += violations(page, "admin conversations, one selected", ADMIN_LOOKS)
+    found += violations(page, "admin conversations, one selected", BOTH_THEMES)
     page.get_by_role("button", name="Go").click()
     expect(page.locator(".messagelist .success")).to_be_visible()
-    found += violations(page, "admin conversations, one archived", ADMIN_LOOKS)
+    found += violations(page, "admin conversations, one archived", BOTH_THEMES)
 
     page.goto(reverse("admin:dashboards_dashboard_change", args=[42]))
     page.get_by_label("Title:").fill("")
     page.get_by_role("button", name="Save", exact=True).click()
     expect(page.locator(".errornote")).to_be_visible()
-    found += violations(page, "admin dashboard refused", ADMIN_LOOKS)
+    found += violations(page, "admin dashboard refused", BOTH_THEMES)
     page.emulate_media(color_scheme="dark")
     screenshot(page, "admin-dark-dashboard-refused")
     page.goto(reverse("admin:dashboards_migration_change", args=[Migration.objects.order_by("pk").first().pk]))
