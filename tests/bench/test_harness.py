@@ -15,7 +15,7 @@ from bench.checks import MIN_P99_SAMPLES, bracket, check_stream, next_probe, per
 from bench.clients import StreamPlan, StreamResult
 from bench.fake_provider import Pace, _reply_for, expected_text, prompt, serve, token
 from bench.measures import summarize
-from bench.report import hot_spots, markdown, render, targets
+from bench.report import clearly_more, hot_spots, markdown, render, targets
 from bench.run import exit_code, parse_args, round_order
 from bench.server import WriteCounter
 
@@ -316,6 +316,21 @@ def test_without_strict_exits_0_once_measured_and_1_when_the_bench_stopped_early
     assert exit_code(_report(_level(1, 10, lose=1)), strict=False) == 0
     stopped = _report(_level(1, 10)) | {"failure": "RuntimeError('daphne-a exited')"}
     assert exit_code(stopped, strict=False) == 1
+
+
+def _capacity(passed: int, failed: int | None, cut_short: bool = False) -> dict:
+    return {"streams": passed, "failed_at": failed, "cut_short": cut_short, "tried": []}
+
+
+def test_two_processes_carry_clearly_more_only_against_the_most_one_may_carry():
+    assert clearly_more(_capacity(63, 69), _capacity(50, 54))
+    assert not clearly_more(_capacity(62, 68), _capacity(50, 54))
+    # One's search ran out of time between 21 and 25: it may carry 24, and 28 is not 1.25 times that.
+    assert not clearly_more(_capacity(28, 31), _capacity(21, 25, cut_short=True))
+    assert clearly_more(_capacity(30, 33), _capacity(21, 25, cut_short=True))
+    # Nothing failed on one process (the search's ceiling): it may carry any number.
+    assert not clearly_more(_capacity(800, None), _capacity(800, None))
+    assert clearly_more(_capacity(12, 14), _capacity(0, 10))
 
 
 def test_markdown_has_one_dated_table_with_its_commit():
