@@ -11,6 +11,7 @@ from agentchat.agent.providers import Usage
 
 from ..exceptions import AlreadySettled
 from ..models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation
+from ..sql import param, rows, statement
 from .audit import audit_record
 from .conversations import title_from_text
 from .usage import usage_record
@@ -68,6 +69,18 @@ def assistant_message_start(*, conversation: Conversation, run_id: str, client_i
     )
 
 
+# An answer's final write and the answer as stored, with its conversation's owner, in one statement; a field given
+# as NULL is left as it is.
+FINAL_WRITE = """
+UPDATE {Message} SET {Message.content} = %s, {Message.status} = %s, {Message.error} = %s,
+  {Message.tool_calls} = COALESCE(%s, {Message.tool_calls}), {Message.usage} = COALESCE(%s, {Message.usage}),
+  {Message.metadata} = COALESCE(%s, {Message.metadata})
+WHERE {Message.id} = %s
+RETURNING *, (SELECT {Conversation.owner} FROM {Conversation}
+              WHERE {Conversation}.{Conversation.id} = {Message}.{Message.conversation}) AS owner
+"""
+
+
 def assistant_message_save(
     *,
     message_id: int,
@@ -78,15 +91,16 @@ def assistant_message_save(
     usage: Usage | None = None,
     metadata: dict | None = None,
 ) -> Message:
-    """An answer's final write; its usage, when the provider reported one, is added to its owner's day."""
-    fields: dict[str, Any] = {"content": content, "status": status, "error": error}
-    for name, value in (("tool_calls", tool_calls), ("usage", usage), ("metadata", metadata)):
-        if value is not None:
-            fields[name] = value
-    Message.objects.filter(pk=message_id).update(**fields)
-    message = Message.objects.select_related("conversation").get(pk=message_id)
+    """An answer's final write, and the answer as stored, in one statement (every run ends with one, on the database
+    thread the starts queue on); its usage, when the provider reported one, is added to its owner's day."""
+    optional_fields = (("tool_calls", tool_calls), ("usage", usage), ("metadata", metadata))
+    optional = [None if value is None else param(Message, name, value) for name, value in optional_fields]
+    saved = rows(Message, statement(FINAL_WRITE), [content, status, error, *optional, message_id])
+    if not saved:
+        raise Message.DoesNotExist(f"No answer {message_id} to save.")
+    [message] = saved
     if usage is not None:
-        usage_record(user_id=message.conversation.owner_id, usage=usage)
+        usage_record(user_id=message.owner, usage=usage)
     return without_files(message)
 
 

@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import connection
 from django.utils import timezone
 
 from agentchat.agent.providers import Usage
 
 from ..models import TokenUsage
+from ..sql import param, statement
+
+# Today's row made, or added to, in one statement: two answers of one user ending at once cannot both make it.
+ADD = """
+INSERT INTO {TokenUsage} ({TokenUsage.user}, {TokenUsage.day}, {TokenUsage.prompt_tokens},
+  {TokenUsage.completion_tokens}, {TokenUsage.answers})
+VALUES (%s, %s, %s, %s, 1)
+ON CONFLICT ({TokenUsage.user}, {TokenUsage.day}) DO UPDATE SET
+  {TokenUsage.prompt_tokens} = {TokenUsage}.{TokenUsage.prompt_tokens} + EXCLUDED.{TokenUsage.prompt_tokens},
+  {TokenUsage.completion_tokens} =
+    {TokenUsage}.{TokenUsage.completion_tokens} + EXCLUDED.{TokenUsage.completion_tokens},
+  {TokenUsage.answers} = {TokenUsage}.{TokenUsage.answers} + 1
+"""
 
 
 def usage_record(*, user_id, usage: Usage) -> None:
     """Add one answer's tokens to its user's total of today."""
-    day = timezone.localdate()
-    added = {
-        "prompt_tokens": F("prompt_tokens") + usage["prompt_tokens"],
-        "completion_tokens": F("completion_tokens") + usage["completion_tokens"],
-        "answers": F("answers") + 1,
-    }
-    today = TokenUsage.objects.filter(user_id=user_id, day=day)
-    if today.update(**added):
-        return
-    try:
-        with transaction.atomic():
-            TokenUsage.objects.create(user_id=user_id, day=day, answers=1, **usage)
-    except IntegrityError:  # another answer of theirs made today's row first
-        today.update(**added)
+    day = param(TokenUsage, "day", timezone.localdate())
+    with connection.cursor() as cursor:
+        cursor.execute(statement(ADD), [user_id, day, usage["prompt_tokens"], usage["completion_tokens"]])

@@ -1,5 +1,6 @@
 """What taking a message in costs the database: everything before the provider is asked happens in one trip
-(runs.db.accept_turn), and these tests hold its size, which the benchmark shows as time to first token."""
+(runs.db.accept_turn), and these tests hold its size, which the benchmark shows as time to first token; and what
+ending the answer costs, on the same database thread."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from datetime import datetime
 
 import pytest
 from django.forms.models import model_to_dict
+from django.utils import timezone
 
 from conversations import services, sql
+from conversations.api.serializers import MessageSerializer
 from conversations.exceptions import AccessRefused, RateLimited
-from conversations.models import AuditEvent, Conversation, Message
+from conversations.models import AuditEvent, Conversation, Message, TokenUsage
 from conversations.ratelimit import SharedWindow
 from conversations.runs import db
 from tools.registry import registry
@@ -118,12 +121,56 @@ def test_an_answer_ends_with_its_write_and_one_read(alice, limiter, django_asser
     access = (alice, None, frozenset(alice.get_all_permissions()))
     accepted = accept_turn(conversation, access, HELLO, limiter, registry)
 
-    with django_assert_num_queries(2):  # the answer's final write, then the answer as stored, for its frame
+    with django_assert_num_queries(1):  # the answer's final write, returning the answer as stored, for its frame
         frame = db.save_message.func(accepted.begun.message_id, "**Hi** there.", "complete")
 
     shown = frame["message"]
     assert (shown["id"], shown["content"], shown["status"]) == (accepted.begun.message_id, "**Hi** there.", "complete")
     assert shown["files"] == [] and shown["attachments"] == [] and "<strong>Hi</strong>" in shown["html"]
+    stored = Message.objects.get(pk=accepted.begun.message_id)
+    assert (stored.content, stored.status, stored.usage) == ("**Hi** there.", "complete", None)
+    # What was not given is kept: the run's id, no calls.
+    assert stored.metadata == {"run_id": str(accepted.run_id)} and stored.tool_calls == []
+    assert shown["created_at"] == MessageSerializer(stored).data["created_at"]
+
+
+def test_usage_is_stored_with_the_answer_and_added_to_the_owners_day(alice, django_assert_num_queries):
+    conversation = services.conversation_create(owner=alice)
+    first = services.assistant_message_start(conversation=conversation, run_id="run-1")
+    calls = [{"id": "call_1", "name": "lookup", "args": {"q": "x"}}]
+
+    with django_assert_num_queries(2):  # the answer's write, and the day's row made or added to
+        saved = services.assistant_message_save(
+            message_id=first.pk,
+            content="",
+            status="complete",
+            tool_calls=calls,
+            usage={"prompt_tokens": 300, "completion_tokens": 20},
+            metadata={"run_id": "run-1", "stop": "step_limit"},
+        )
+    second = services.assistant_message_start(conversation=conversation, run_id="run-2")
+    services.assistant_message_save(
+        message_id=second.pk, content="Found.", status="complete", usage={"prompt_tokens": 40, "completion_tokens": 5}
+    )
+
+    stored = Message.objects.get(pk=first.pk)
+    assert stored.tool_calls == saved.tool_calls == calls
+    assert stored.usage == saved.usage == {"prompt_tokens": 300, "completion_tokens": 20}
+    assert stored.metadata == {"run_id": "run-1", "stop": "step_limit"}
+    today = TokenUsage.objects.get(user=alice, day=timezone.localdate())
+    assert (today.prompt_tokens, today.completion_tokens, today.answers) == (340, 25, 2)
+
+
+def test_an_answer_that_is_gone_is_not_saved_nor_counted(alice):
+    conversation = services.conversation_create(owner=alice)
+    answer = services.assistant_message_start(conversation=conversation, run_id="run-1")
+    conversation.delete()
+
+    with pytest.raises(Message.DoesNotExist):
+        services.assistant_message_save(
+            message_id=answer.pk, content="Done.", status="complete", usage={"prompt_tokens": 9, "completion_tokens": 1}
+        )
+    assert not TokenUsage.objects.exists()
 
 
 def test_rows_inserted_in_sql_are_stored_as_the_orm_stores_them(alice):
