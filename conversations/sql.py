@@ -1,6 +1,6 @@
 """Statements written in SQL, over the models' own tables and columns, for the few reads and writes on every run's
-way in: building a query costs Django's ORM several times what the database takes to run it (docs/benchmarks.md).
-The rest of the code keeps to the ORM."""
+way in and out: building a query costs Django's ORM several times what the database takes to run it
+(docs/benchmarks.md). The rest of the code keeps to the ORM."""
 
 from __future__ import annotations
 

@@ -5,17 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from ..models import AuditEvent, Conversation
+from ..sql import insert
 
 
 def audit_record(
     *, kind: str, actor=None, conversation: Conversation | None = None, data: dict[str, Any] | None = None
 ) -> AuditEvent:
-    return AuditEvent.objects.create(
+    """One row, stored with an INSERT built once (sql.insert): every run ends with one."""
+    event = AuditEvent(
         kind=kind,
         actor=actor if actor is not None and actor.is_authenticated else None,
         conversation=conversation,
         data=data or {},
     )
+    insert([event])
+    return event
 
 
 def audit_login_failure(sender, credentials: dict, request=None, **kwargs) -> None:

@@ -6,7 +6,7 @@ import uuid
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Prefetch, prefetch_related_objects
 from django.utils import timezone
 
@@ -14,6 +14,7 @@ from agentchat.agent.calls import ToolOutcome
 
 from .. import selectors
 from ..models import Attachment, AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
+from ..sql import param, statement
 from .audit import audit_record
 from .messages import INTERRUPTED, assistant_message_start, dangling_calls_close
 from .turns import Turn, turn_take
@@ -46,10 +47,23 @@ def conversation_run_heartbeat(*, conversation: Conversation, run_id: uuid.UUID)
     )
 
 
+# The gate given back by the run that holds it; written in SQL as every run ends with it (see sql.py).
+RELEASE = """
+UPDATE {Conversation}
+SET {Conversation.active_run_id} = NULL, {Conversation.active_run_since} = NULL,
+  {Conversation.active_run_heartbeat} = NULL, {Conversation.updated_at} = %s
+WHERE {Conversation.id} = %s AND {Conversation.active_run_id} = %s
+"""
+
+
 def conversation_run_release(*, conversation: Conversation, run_id: uuid.UUID) -> None:
-    Conversation.objects.filter(pk=conversation.pk, active_run_id=run_id).update(
-        active_run_id=None, active_run_since=None, active_run_heartbeat=None, updated_at=timezone.now()
-    )
+    params = [
+        param(Conversation, "updated_at", timezone.now()),
+        param(Conversation, "id", conversation.pk),
+        param(Conversation, "active_run_id", run_id),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(statement(RELEASE), params)
 
 
 @transaction.atomic
