@@ -1,6 +1,6 @@
 """What taking a message in costs the database: everything before the provider is asked happens in one trip
 (runs.db.accept_turn), and these tests hold its size, which the benchmark shows as time to first token; and what
-ending the answer costs, on the same database thread."""
+its text so far and its end cost, on the same database thread."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from conversations.exceptions import AccessRefused, RateLimited
 from conversations.models import AuditEvent, Conversation, Message, TokenUsage
 from conversations.ratelimit import SharedWindow
 from conversations.runs import db
+from conversations.services.messages import FLUSH_BATCH
 from tools.registry import registry
 
 accept_turn = db.accept_turn.func
@@ -222,3 +223,31 @@ def test_rows_read_in_sql_are_the_instances_raw_makes(alice):
     assert isinstance(in_sql[0].created_at, datetime) and in_sql[0].superseded is False
     assert in_sql[0].metadata == {"k": [1, None]} and in_sql[1].tool_calls == [{"id": "c", "args": {}}]
     assert "content" in in_sql[0].get_deferred_fields() and in_sql[0].content == "Привет"  # loaded when asked for
+
+
+def test_a_flush_writes_every_streaming_answers_text_in_one_statement_and_never_over_a_final_write(
+    alice, django_assert_num_queries
+):
+    conversation = services.conversation_create(owner=alice)
+    streaming = [services.assistant_message_start(conversation=conversation, run_id=f"run-{n}") for n in range(3)]
+    ended = services.assistant_message_start(conversation=conversation, run_id="run-ended")
+    services.assistant_message_save(message_id=ended.pk, content="Final.", status="complete")
+    texts = {answer.pk: f"So far {n}, «ёж» 'quoted'" for n, answer in enumerate([*streaming, ended])}
+
+    with django_assert_num_queries(1):
+        services.assistant_messages_flush(texts=texts)
+
+    stored = dict(Message.objects.filter(conversation=conversation).values_list("pk", "content"))
+    assert stored == {**{answer.pk: texts[answer.pk] for answer in streaming}, ended.pk: "Final."}
+
+
+def test_a_flush_of_more_answers_than_one_statement_takes_goes_in_batches(alice, django_assert_num_queries):
+    conversation = services.conversation_create(owner=alice)
+    answers = Message.objects.bulk_create(
+        Message(conversation=conversation, role="assistant", status="streaming") for _ in range(FLUSH_BATCH + 1)
+    )
+
+    with django_assert_num_queries(2):
+        services.assistant_messages_flush(texts={answer.pk: f"text {answer.pk}" for answer in answers})
+
+    assert all(content == f"text {pk}" for pk, content in Message.objects.values_list("pk", "content"))
