@@ -131,8 +131,8 @@ def assistant_messages_flush(*, texts: dict[int, str]) -> None:
 
 @functools.cache
 def _flush_statement(count: int) -> str:
-    """The flush of `count` answers (at most FLUSH_BATCH), built once for each count: built by the ORM each time
-    (bulk_update's CASE), a flush cost some forty times what it does now (docs/benchmarks.md)."""
+    """The flush of `count` answers (at most FLUSH_BATCH), built once for each count: the ORM's bulk_update builds
+    its CASE anew at every flush, for some forty times what the database spends on it (docs/benchmarks.md)."""
     cases = " ".join(["WHEN %s THEN %s"] * count)
     ids = ", ".join(["%s"] * count)
     # Only placeholders are joined in.
