@@ -7,7 +7,12 @@ import pytest
 from asgiref.sync import SyncToAsync
 from channels.layers import channel_layers
 from django.contrib.auth import get_user_model
+from django.contrib.auth.management import create_permissions
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.management import create_contenttypes
+from django.contrib.contenttypes.models import ContentType
 from django.db import connections
+from django.db.models.signals import post_migrate
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
 
@@ -18,6 +23,7 @@ from .fake_provider import FakeLLM
 from .redis_server import RedisServer, redis_server_binary
 
 EVALUATIONS = Path(__file__).parent / "eval"
+CREATE_PERMISSIONS = "django.contrib.auth.management.create_permissions"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -125,6 +131,28 @@ def _thread_connections_closed(django_db_setup):
 
     for closing in [db.THREADS.submit(close) for _ in range(threads)]:
         closing.result()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_puts_back_content_types(django_db_setup, django_db_blocker):
+    """After each transactional test Django empties every table, then makes the content types and permissions again
+    from the models, app by app: a tenth of the tests' own processor time. The rows the migrations made are put
+    back as they were instead, with their ids, so ContentType's cache stays right."""
+    with django_db_blocker.unblock():
+        content_types, permissions = list(ContentType.objects.all()), list(Permission.objects.all())
+
+    def put_back(sender, using, **kwargs) -> None:
+        if sender.label == "contenttypes" and not ContentType.objects.using(using).exists():
+            ContentType.objects.using(using).bulk_create(content_types)
+            Permission.objects.using(using).bulk_create(permissions)
+
+    post_migrate.disconnect(create_contenttypes)
+    post_migrate.disconnect(dispatch_uid=CREATE_PERMISSIONS)
+    post_migrate.connect(put_back, weak=False)
+    yield
+    post_migrate.disconnect(put_back)
+    post_migrate.connect(create_contenttypes)
+    post_migrate.connect(create_permissions, dispatch_uid=CREATE_PERMISSIONS)
 
 
 def pytest_sessionfinish(session, exitstatus):

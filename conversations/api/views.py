@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentchat.agent.prompts import build_system_prompt
-from agentchat.agent.providers import ProviderChatParams, get_provider
+from agentchat.agent.providers import ProviderChatParams, ProviderChatResponse, get_provider
 from agentchat.api import ErrorSerializer
 from agentchat.errors import ApiError
 from tools.registry import registry
@@ -227,5 +227,11 @@ class AgentChatView(APIView):
             system_prompt=build_system_prompt(body.validated_data["context"]),
             tools=registry.to_tool_schemas(request.user),
         )
-        answer = async_to_sync(get_provider().chat)(params)
+        answer = async_to_sync(_provider_chat)(params)
         return Response({"content": answer.content, "toolCalls": answer.tool_calls})
+
+
+async def _provider_chat(params: ProviderChatParams) -> ProviderChatResponse:
+    # The provider is taken on the event loop that runs the call, whose own it then is: made in this request's thread
+    # (which runs none) it would be a new client each time, its connection opened for one request and never closed.
+    return await get_provider().chat(params)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
-from django.contrib.auth.models import Permission
+import json
 
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import HttpCommunicator
+from django.contrib.auth.models import Permission
+from rest_framework_simplejwt.tokens import AccessToken
+
+from agentchat.asgi import application
 from tests.fake_provider import Reply
 from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
@@ -159,3 +165,22 @@ def test_unknown_provider_is_502(alice_api, settings):
     response = post(alice_api, HELLO)
     assert response.status_code == 502
     assert "telepathy" in response.json()["error"] and response.json()["code"] == "PROVIDER_ERROR"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_requests_served_together_share_the_connection_to_the_provider(alice, llm):
+    """The server's event loop keeps one client per provider: a request does not open a connection of its own."""
+    token = await sync_to_async(lambda: str(AccessToken.for_user(alice)))()
+    body = json.dumps(HELLO).encode()
+    headers = [
+        (b"host", b"testserver"),
+        (b"authorization", f"Bearer {token}".encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    for _ in range(3):
+        llm.script(Reply(text="Hello!"))
+        asked = HttpCommunicator(application, "POST", URL, body=body, headers=headers)
+        response = await asked.get_response(timeout=10)
+        assert (response["status"], json.loads(response["body"])) == (200, {"content": "Hello!", "toolCalls": []})
+    assert llm.connections_opened == 1

@@ -75,7 +75,7 @@ def jobs(settings, monkeypatch, tmp_path):
     jobs = Jobs(tmp_path)
     yield jobs
     for worker in jobs.workers:
-        worker.stop()
+        worker.kill()  # what it was doing no longer matters, and a graceful exit takes a second or more
     for worker in jobs.workers:
         print(f"----- {worker.name}: {worker.log_path}\n{worker.tail(40)}")
 

@@ -66,11 +66,15 @@ class Dashboard(models.Model):
         return f"#{self.pk} {self.title}"
 
     def save(self, *args, **kwargs) -> None:
-        self.search_text = fold(f"{self.title}\n{self.description}\n{self.owner}")
-        self.owner_key = fold(self.owner)
+        self.fill_search_fields()
         if (fields := kwargs.get("update_fields")) is not None:
             kwargs["update_fields"] = {*fields, "search_text", "owner_key"}
         super().save(*args, **kwargs)
+
+    def fill_search_fields(self) -> None:
+        """What search reads; `save` calls it, and whoever makes rows without `save` (bulk_create) must."""
+        self.search_text = fold(f"{self.title}\n{self.description}\n{self.owner}")
+        self.owner_key = fold(self.owner)
 
 
 class ValidationProblem(models.Model):

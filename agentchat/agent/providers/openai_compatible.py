@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,6 +35,13 @@ RETRYABLE_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 # transport: reading a streamed chunk costs it less than half of what its default httpx transport does, and
 # every chunk of every stream of the process is read on the one event loop (docs/benchmarks.md).
 CONNECTIONS = httpx2.Limits(max_connections=1000, keepalive_expiry=60)
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The TLS settings of every provider connection, the SDK's defaults, made once for the process: loading the
+    certificate authorities takes tens of milliseconds, and a provider is made for each event loop that uses one."""
+    return httpx2.create_ssl_context()
 
 
 def to_wire_messages(system_prompt: str, messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -152,7 +161,7 @@ class OpenAICompatibleProvider:
             timeout=config.timeout,
             # Retrying is the orchestrator's decision, made once and told to the user.
             max_retries=0,
-            http_client=openai.DefaultAioHttpClient(limits=CONNECTIONS),
+            http_client=openai.DefaultAioHttpClient(limits=CONNECTIONS, verify=_tls()),
         )
 
     def _request(self, params: ProviderChatParams, *, stream: bool) -> dict[str, Any]:

@@ -109,7 +109,8 @@ def http_server() -> Iterator[str]:
 
 
 def http_entry(url: str, **overrides: Any) -> dict[str, Any]:
-    return {"name": "remote", "url": url, "identity_secret_env": SECRET_ENV, "timeout": 1, **overrides}
+    # Generous: nothing here waits a timeout out (a cut connection is seen as closed), and a loaded machine is slow.
+    return {"name": "remote", "url": url, "identity_secret_env": SECRET_ENV, "timeout": 10, **overrides}
 
 
 @pytest.fixture(scope="session")
