@@ -210,6 +210,7 @@ def level_rows(report: dict[str, Any]) -> list[list[str]]:
             "added p50 / p99 ms",
             "AgentChat p50 echo / run_started ms",
             "DB writes/run (allowed)",
+            "server CPU ms/run",
             "peak RSS MB",
             "lost/dup/reordered/seq gaps",
         ]
@@ -228,6 +229,7 @@ def level_rows(report: dict[str, Any]) -> list[list[str]]:
                 f"{fmt(level['added_ttft_p50_ms'])} / {fmt(level['added_ttft_p99_ms'])}",
                 f"{fmt(chat['echo_p50_ms'])} / {fmt(chat['run_started_p50_ms'])}",
                 f"{fmt(chat['db_writes_per_run'])} ({fmt(writes_allowed(chat))})",
+                fmt(chat["server_cpu_ms_per_run"]),
                 fmt(max(chat["peak_rss_mb"].values()) if chat["peak_rss_mb"] else None, 0),
                 f"{chat['lost']}/{chat['duplicated']}/{chat['reordered']}/{chat['seq_problems']}",
             ]

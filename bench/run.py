@@ -134,15 +134,15 @@ async def play_round(
 
 
 async def run_level(bench: Bench, level: Level, profile: Profile | None = None) -> dict[str, Any]:
-    """The level's rounds, both legs in each; the server's writes, memory and CPU over the whole level (the
-    direct legs do not touch it)."""
+    """The level's rounds, both legs in each; the server's writes and memory over the whole level (the direct legs
+    do not touch it), and its processor time over the AgentChat legs alone (between rounds it idles)."""
     stack = bench.stack
     conversations = await bench.api.conversations(level.streams * level.rounds, level.label)
     sockets = await open_sockets(stack.servers, conversations, bench.token, tolerate=True)
     legs: dict[str, list[list[StreamResult]]] = {"direct": [], "agentchat": []}
     agentchat_seconds = 0.0
+    cpu = dict.fromkeys((server.name for server in stack.servers), 0.0)
     try:
-        cpu_before = {server.name: cpu_seconds(server.pid) for server in stack.servers}
         writes_before = await asyncio.to_thread(total_writes, stack)
         bench.sampler.reset()
         if profile is not None:
@@ -152,14 +152,16 @@ async def run_level(bench: Bench, level: Level, profile: Profile | None = None) 
             mine = sockets[index * level.streams : (index + 1) * level.streams]
             for leg in round_order(index):
                 started = time.perf_counter()
+                cpu_before = {server.name: cpu_seconds(server.pid) for server in stack.servers}
                 legs[leg].append(await play_round(leg, bench.direct, mine, plan, deadline - time.monotonic()))
                 if leg == "agentchat":
                     agentchat_seconds += time.perf_counter() - started
+                    for server in stack.servers:
+                        cpu[server.name] += cpu_seconds(server.pid) - cpu_before[server.name]
         if profile is not None:
             await asyncio.to_thread(profile.stop)
         writes = difference(await settled_writes(stack), writes_before)
         peaks = bench.sampler.peak()
-        cpu = {server.name: cpu_seconds(server.pid) - cpu_before[server.name] for server in stack.servers}
     finally:
         await close_sockets(sockets)
     direct, chat = summarize(legs["direct"]), summarize(legs["agentchat"])
@@ -171,6 +173,7 @@ async def run_level(bench: Bench, level: Level, profile: Profile | None = None) 
             "db_writes_by_statement": writes,
             "peak_rss_mb": {name: kb / 1024 for name, kb in peaks.items()},
             "server_cpu_s": cpu,
+            "server_cpu_ms_per_run": sum(cpu.values()) * 1000 / runs if runs else None,
             "server_cpu_share": sum(cpu.values()) / agentchat_seconds / len(stack.servers)
             if agentchat_seconds
             else None,

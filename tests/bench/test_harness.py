@@ -259,7 +259,14 @@ def _level(streams: int, rounds: int, setup: str = "sqlite", lose: int = 0, fail
         if fail and side == "agentchat":
             rows[-1][-1] = _result("failed", 0.03, status="failed")
         legs[side] = summarize(rows)
-    legs["agentchat"].update({"db_writes_per_run": 15.0, "peak_rss_mb": {"daphne-a": 200.0}, "server_cpu_s": {}})
+    legs["agentchat"].update(
+        {
+            "db_writes_per_run": 15.0,
+            "peak_rss_mb": {"daphne-a": 200.0},
+            "server_cpu_s": {"daphne-a": 1.25},
+            "server_cpu_ms_per_run": 12.5,
+        }
+    )
     return {
         "setup": setup,
         "streams": streams,
@@ -340,6 +347,8 @@ def test_markdown_has_one_dated_table_with_its_commit():
     assert len(headers) == 1
     assert re.search(r"^\| SQLite ×1 \| 50 \| 50 \| 100 \| 3 \|", text, re.MULTILINE)
     assert "— (n=10)" in text  # one stream, ten rounds: no p99
+    assert re.search(r"\| DB writes/run \(allowed\) \| server CPU ms/run \|", text)
+    assert re.search(r"\| 15\.0 \([\d.]+\) \| 12\.5 \|", text)
 
 
 # --- the search ------------------------------------------------------------------------------------
