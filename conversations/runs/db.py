@@ -4,6 +4,7 @@ selectors. A write that must land is tried again while the database is briefly u
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -14,7 +15,7 @@ from typing import Any, NamedTuple
 
 from channels.db import DatabaseSyncToAsync
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
@@ -37,6 +38,12 @@ logger = logging.getLogger(__name__)
 # SQLite, where a trip is Python work and writes go one at a time anyway; several on PostgreSQL, where a trip
 # mostly waits for the server, and a run's start must not wait behind other runs' trips.
 THREADS = ThreadPoolExecutor(max_workers=settings.DATABASE_THREADS, thread_name_prefix="database")
+# On SQLite in one process (no Redis), a new message's trip is taken in the event loop's own thread instead: it is
+# about 2 ms of work, and handed to the database thread it waited for the interpreter and a core behind the event
+# loop, 5-10 ms in a burst (docs/benchmarks.md).
+ON_THE_LOOP = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") and not settings.REDIS_URL
+# How long a trip on the event loop waits for another writer's lock before it goes to the database thread instead.
+LOOP_LOCK_WAIT_MS = 20
 
 
 def database_sync_to_async(func):
@@ -105,13 +112,7 @@ def accept_turn(
     if turn.kind == "message" and not turn.attachments:
         taken = services.message_intake(conversation=conversation, user=user, turn=turn, admit=admit)
         if taken is not None:
-            context = turn.metadata["context"]
-            inputs = _round_inputs(
-                conversation, user, registry, user_now=user, context=context, has_files=taken.has_files
-            )
-            begun = Begun([], False, taken.answer_id, inputs)
-            frames = (message_frame(taken.message, turn.client_id),)
-            return Accepted(user=user, run_id=taken.run_id, frames=frames, begun=begun)
+            return _taken_in(conversation, user, turn, registry, taken)
     start = selectors.turn_start(conversation, user, turn.client_id)
     if start.seen is not None:
         return Accepted(echo=message_frame(start.seen, turn.client_id))
@@ -145,6 +146,65 @@ def accept_turn(
         inputs = _round_inputs(conversation, user, registry, user_now=user, context=context, has_files=start.has_files)
     begun = Begun(decided, waiting, message_id, inputs)
     return Accepted(user=user, run_id=opened.run_id, frames=tuple(frames), begun=begun)
+
+
+async def take_turn(
+    conversation: Conversation,
+    access: tuple[Any, str | None, frozenset[str]],
+    turn: services.Turn,
+    limiter: SharedWindow,
+    registry: ToolRegistry,
+) -> Accepted:
+    """accept_turn: a new message in the common case on the event loop itself where ON_THE_LOOP, anything else (or
+    a database that another writer holds) in the database thread."""
+    if ON_THE_LOOP and turn.kind == "message" and not turn.attachments:
+        accepted = _message_here(conversation, access, turn, limiter, registry)
+        if accepted is not None:
+            return accepted
+    return await accept_turn(conversation, access, turn, limiter, registry)
+
+
+def _message_here(conversation, access, turn: services.Turn, limiter: SharedWindow, registry) -> Accepted | None:
+    """A new message taken in by the event loop's thread, with that thread's own connection, or None when it is not
+    the common case or another writer holds the database for more than LOOP_LOCK_WAIT_MS.
+
+    Django refuses to run a query while an event loop runs in the thread, as it would hold every socket up; the
+    loop is set aside for these few statements, which hold the sockets up less than a trip to the database thread
+    did, and never longer than the lock's short wait."""
+    loop = asyncio.get_running_loop()
+    asyncio._set_running_loop(None)
+    try:
+        user = _acting(*access)
+        try:
+            with _lock_wait(LOOP_LOCK_WAIT_MS):
+                taken = services.message_intake(
+                    conversation=conversation, user=user, turn=turn, admit=functools.partial(_admit, user, limiter)
+                )
+        except OperationalError:
+            return None  # "database is locked": the database thread waits for it instead
+        return None if taken is None else _taken_in(conversation, user, turn, registry, taken)
+    finally:
+        asyncio._set_running_loop(loop)
+
+
+@contextlib.contextmanager
+def _lock_wait(milliseconds: int):
+    """This thread's SQLite connection waits at most `milliseconds` for another writer's lock, then as configured."""
+    configured = round(connection.settings_dict["OPTIONS"].get("timeout", 5) * 1000)
+    with connection.cursor() as cursor:
+        cursor.execute(f"PRAGMA busy_timeout = {milliseconds}")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA busy_timeout = {configured}")
+
+
+def _taken_in(conversation, user, turn: services.Turn, registry, taken: services.Intake) -> Accepted:
+    context = turn.metadata["context"]
+    inputs = _round_inputs(conversation, user, registry, user_now=user, context=context, has_files=taken.has_files)
+    frames = (message_frame(taken.message, turn.client_id),)
+    return Accepted(user=user, run_id=taken.run_id, frames=frames, begun=Begun([], False, taken.answer_id, inputs))
 
 
 def _acting(user, session_key: str | None, permissions: frozenset[str]):

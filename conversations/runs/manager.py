@@ -99,9 +99,7 @@ class RunManager:
             if truncated:
                 metadata["original_length"] = length
             turn = turn._replace(content=text, metadata=metadata)
-        accepted = await db.accept_turn(
-            conversation, (user, session_key, permissions), turn, self.limiter, self.registry
-        )
+        accepted = await db.take_turn(conversation, (user, session_key, permissions), turn, self.limiter, self.registry)
         if accepted.echo is not None:
             return accepted.echo
         run = LiveRun(

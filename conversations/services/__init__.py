@@ -14,7 +14,7 @@ from .conversations import (
     conversation_restore,
     title_from_text,
 )
-from .intake import message_intake
+from .intake import Intake, message_intake
 from .jobs import (
     job_outcome,
     tool_job_beat,
@@ -50,6 +50,7 @@ from .usage import usage_record
 __all__ = [
     "CANCELLED_BY_USER",
     "INTERRUPTED",
+    "Intake",
     "Settle",
     "Turn",
     "args_hash",
