@@ -23,6 +23,7 @@ from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.settings import api_settings as jwt_settings
 from rest_framework_simplejwt.tokens import AccessToken
 
+from agentchat import tasks
 from agentchat.sentences import reader_language, token_problem
 
 from . import live_auth, runs, selectors, services
@@ -171,7 +172,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code) -> None:
         for timer in self.timers:
-            timer.cancel()
+            tasks.cancel(timer)
         if self.user is not None and self.conversation is not None:
             OPEN_SOCKETS[self.user.pk] -= 1
             self.conversation = None
@@ -329,7 +330,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.user, self.conversation = access.user, conversation
         self.session_key, self.permissions = session_key, access.permissions
         for timer in self.timers:
-            timer.cancel()
+            tasks.cancel(timer)
         # Join first, then ask: every frame after the answer reaches this socket, earlier ones are in it.
         await self._join(conversation_group(conversation.pk))
         if await _active(conversation):

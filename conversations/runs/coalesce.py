@@ -7,6 +7,7 @@ import collections
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
+from agentchat import tasks
 from agentchat.agent import events as ev
 
 # After a token frame, the next waits this long, gathering what arrives meanwhile: the first token goes out at
@@ -44,6 +45,9 @@ class ReadAhead:
                 if not isinstance(event, ev.Token):
                     self._handled.clear()
                     await self._handled.wait()
+        except asyncio.CancelledError:
+            self._ended.append(None)  # not the error: its traceback holds this frame, which holds this object
+            raise
         except BaseException as exc:
             self._ended.append(exc)
             raise
@@ -56,7 +60,7 @@ class ReadAhead:
         return self
 
     async def __aexit__(self, *exc_info) -> None:
-        self._reader.cancel()
+        tasks.cancel(self._reader)
         await asyncio.gather(self._reader, return_exceptions=True)
 
     def __aiter__(self) -> AsyncIterator[ev.RunEvent]:
@@ -83,6 +87,6 @@ class ReadAhead:
                 if not isinstance(event, ev.Token):
                     self._handled.set()
             if self._ended:
-                if self._ended[0] is not None and not isinstance(self._ended[0], asyncio.CancelledError):
+                if self._ended[0] is not None:
                     raise self._ended[0]
                 return

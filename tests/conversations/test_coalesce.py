@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 from agentchat.agent import events as ev
 from conversations.runs import coalesce
@@ -88,3 +90,24 @@ async def test_with_many_runs_in_the_process_a_run_sends_its_tokens_further_apar
             first_sent.set()
 
     assert [getattr(event, "delta", event.type) for event in frames] == ["Re", "venue grew", "run_finished"]
+
+
+async def test_a_run_that_returns_at_its_last_event_leaves_nothing_for_the_garbage_collector():
+    async def model():
+        yield token(1, "Hi")
+        yield ev.RunFinished(run_id="r", seq=2, status="completed")
+
+    gc.disable()
+    try:
+        reading = ReadAhead(model())
+        async with reading as events:
+            async for event in events:
+                if event.type == "run_finished":
+                    break  # as the run manager returns, with the reader waiting for this event to be handled
+        gone = weakref.ref(reading)
+        del reading, events
+        for _ in range(3):  # the reader's cancellation, its callbacks, the closing of the events' generator
+            await asyncio.sleep(0)
+        assert gone() is None
+    finally:
+        gc.enable()
