@@ -9,6 +9,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from channels.layers import InMemoryChannelLayer
 from channels_redis.pubsub import RedisPubSubChannelLayer, RedisSingleShardConnection
@@ -41,6 +42,15 @@ class LocalChannelLayer(InMemoryChannelLayer):
             super()._clean_expired()
 
     async def group_send(self, group, message):
+        self.group_send_here(group, message)
+
+    async def listeners_elsewhere(self, group) -> bool:
+        return False  # one process: there is no elsewhere
+
+    async def joined(self, group) -> None:
+        """Group members get what is sent from the moment group_add returns."""
+
+    def group_send_here(self, group, message):
         assert isinstance(message, dict), "Message is not a dict"
         self.require_valid_group_name(group)
         self._clean_expired()
@@ -58,6 +68,14 @@ class LocalChannelLayer(InMemoryChannelLayer):
 LOST = object()
 # Seconds between tries to read from Redis again after the connection was lost.
 RECONNECT_PAUSE = 0.5
+# Seconds a socket waits for Redis to confirm its subscription to a group before it goes on regardless.
+SUBSCRIBE_WAIT = 5.0
+
+
+class _Here(NamedTuple):
+    """A message put straight on a receiver's queue in this process, as it was sent: nothing to decode."""
+
+    message: dict
 
 
 class RedisLost(RedisConnectionError):
@@ -84,7 +102,34 @@ class RedisChannelLayer(RedisPubSubChannelLayer):
     def deserialize(self, message):
         if message is LOST:
             raise RedisLost("The connection to Redis was lost; messages sent meanwhile are gone.")
+        if isinstance(message, _Here):
+            return message.message
         return super().deserialize(message)
+
+    async def listeners_elsewhere(self, group) -> bool:
+        """Whether a subscriber other than this layer object's listens to the group: another process, most often.
+
+        Asked of Redis (PUBSUB NUMSUB). A socket's group_add is followed by `joined`, which returns once Redis has
+        its subscription, and only then does it look whether a run is going on: so a run that starts later counts
+        it here, and a run that had started is asked by it for its snapshot (see conversations.runs.control)."""
+        layer = self._get_layer()
+        channel = layer._get_group_channel_name(group)
+        shard = layer._get_shard(channel)
+        shard._ensure_redis()
+        [(_, subscribers)] = await shard._redis.pubsub_numsub(channel)
+        return subscribers > (1 if channel in shard._subscribed_to else 0)
+
+    async def joined(self, group) -> None:
+        layer = self._get_layer()
+        channel = layer._get_group_channel_name(group)
+        await layer._get_shard(channel).confirmed(channel)
+
+    def group_send_here(self, group, message):
+        """To this layer object's members of the group, at once, and to no one elsewhere."""
+        layer = self._get_layer()
+        for channel in layer.groups.get(layer._get_group_channel_name(group), ()):
+            if (queue := layer.channels.get(channel)) is not None:
+                queue.put_nowait(_Here(message))
 
     async def receive(self, channel):
         layer = self._get_layer()
@@ -103,7 +148,45 @@ class RedisChannelLayer(RedisPubSubChannelLayer):
 
 class _WatchedShard(RedisSingleShardConnection):
     """A shard whose receivers are told when its subscription's connection was lost: when reading fails (the library
-    only logs it and tries again), and when redis-py connected again by itself between two reads."""
+    only logs it and tries again), and when redis-py connected again by itself between two reads; and which knows
+    when Redis has confirmed a subscription (the library sends SUBSCRIBE and does not wait for its answer)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._confirmed: set[str] = set()
+        self._waiting: dict[str, list[asyncio.Future]] = {}
+
+    async def subscribe(self, channel):
+        if channel not in self._subscribed_to:
+            self._confirmed.discard(channel)
+        await super().subscribe(channel)
+
+    async def unsubscribe(self, channel):
+        await super().unsubscribe(channel)
+        self._confirmed.discard(channel)
+
+    async def confirmed(self, channel: str) -> None:
+        """Returns once Redis has confirmed the subscription to `channel`, or after SUBSCRIBE_WAIT."""
+        if channel in self._confirmed or channel not in self._subscribed_to:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(channel, []).append(waiter)
+        try:
+            await asyncio.wait_for(waiter, SUBSCRIBE_WAIT)
+        except TimeoutError:
+            logger.warning("Redis did not confirm a subscription within %.0f s", SUBSCRIBE_WAIT)
+        finally:
+            waiting = self._waiting.get(channel, [])
+            if waiter in waiting:
+                waiting.remove(waiter)
+            if not waiting:
+                self._waiting.pop(channel, None)
+
+    def _on_subscribed(self, channel: str) -> None:
+        self._confirmed.add(channel)
+        for waiter in self._waiting.pop(channel, []):
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _ensure_redis(self):
         if self._redis is None:
@@ -122,7 +205,13 @@ class _WatchedShard(RedisSingleShardConnection):
         while True:
             try:
                 if self._pubsub and self._pubsub.subscribed:
-                    self._receive_message(await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1))
+                    message = await self._pubsub.get_message(timeout=0.1)
+                    if message is None:
+                        continue
+                    if message["type"] == "subscribe":
+                        self._on_subscribed(_text(message["channel"]))
+                    elif message["type"] == "message":
+                        self._receive_message(message)
                 else:
                     await asyncio.sleep(0.1)
             except Exception:
@@ -143,3 +232,7 @@ class _WatchedPubSub(PubSub):
     async def on_connect(self, connection) -> None:
         self._lost()
         await super().on_connect(connection)
+
+
+def _text(name: str | bytes) -> str:
+    return name.decode() if isinstance(name, bytes) else name

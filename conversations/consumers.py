@@ -333,6 +333,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             tasks.cancel(timer)
         # Join first, then ask: every frame after the answer reaches this socket, earlier ones are in it.
         await self._join(conversation_group(conversation.pk))
+        await self.channel_layer.joined(conversation_group(conversation.pk))
         if await _active(conversation):
             await runs.manager.request_snapshot(conversation, self.channel_name)
             self.timers.append(asyncio.create_task(self._ready_without_snapshot()))

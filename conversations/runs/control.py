@@ -53,6 +53,7 @@ class ControlPlane:
                 try:
                     message = await self.layer.receive(run.control_channel)
                     if message["type"] == "run.snapshot":
+                        run.elsewhere = True
                         reply = {"type": "run.snapshot", "run": run.snapshot()}
                         await get_channel_layer().send(message["reply_to"], reply)
                 except Exception:

@@ -36,6 +36,10 @@ class LiveRun:
     # What its turn stored and changed (the echo first), sent before run_started; emptied as they go.
     opening: list[dict[str, Any]] = field(default_factory=list)
     started: bool = False  # run_started is sent
+    # Whether a socket of another process listens to the conversation: its frames then go through the channel layer
+    # to every process, otherwise straight to this process's sockets. None until its first frame asks; True from a
+    # joining socket's request for the snapshot on (frames after the snapshot reach that socket).
+    elsewhere: bool | None = None
 
     def stop(self) -> None:
         if self.cancellable and self.task is not None:

@@ -38,16 +38,23 @@ class Recorder:
         layer too and close, and the page reconnects and loads from the database what it missed.
         """
         run = self.run
-        seq = run.next_seq()
-        # Written as JSON once here, not once by each socket that sends it on.
-        event = {
-            "type": "run.event",
-            "run_id": run.run_id,
-            "seq": seq,
-            "text": json.dumps({**frame, "run_id": run.run_id, "seq": seq}),
-        }
+        layer, group = get_channel_layer(), conversation_group(run.conversation.pk)
         try:
-            await get_channel_layer().group_send(conversation_group(run.conversation.pk), event)
+            if run.elsewhere is None:
+                elsewhere = await layer.listeners_elsewhere(group)
+                run.elsewhere = run.elsewhere or elsewhere  # a snapshot asked for meanwhile has set it
+            seq = run.next_seq()
+            # Written as JSON once here, not once by each socket that sends it on.
+            event = {
+                "type": "run.event",
+                "run_id": run.run_id,
+                "seq": seq,
+                "text": json.dumps({**frame, "run_id": run.run_id, "seq": seq}),
+            }
+            if run.elsewhere:
+                await layer.group_send(group, event)
+            else:
+                layer.group_send_here(group, event)
         except Exception:
             run.frames_lost += 1
             if run.frames_lost == 1:

@@ -338,3 +338,51 @@ async def test_a_process_keeps_its_redis_connections_however_many_sockets_send(
     # The message limit is counted in Redis for every socket through one client: a socket's first message used to
     # open a connection of its own, held while the socket stayed open.
     assert await asyncio.to_thread(connections) == before
+
+
+async def test_a_run_whose_sockets_are_all_on_its_own_process_sends_its_frames_without_redis(
+    daphnes, remote_sockets, private_redis, fake_llm, conversation, alice
+):
+    text = "Every word of this answer goes straight to the socket on the run's own process. " * 2
+    fake_llm.script(Reply(text=text, interval=0.01))
+    server = (await asyncio.to_thread(daphnes, 1, env={"REDIS_URL": private_redis.url}))[0]
+    socket = await remote_sockets(server, conversation, alice)
+
+    def publishes() -> int:
+        with Redis.from_url(private_redis.url) as redis:
+            return redis.info("commandstats").get("cmdstat_publish", {}).get("calls", 0)
+
+    before = await asyncio.to_thread(publishes)
+    await socket.send({"type": "message", "content": "Answer here.", "client_id": "here-1"})
+    frames = await socket.receive_until("run_finished", timeout=15)
+    published = await asyncio.to_thread(publishes) - before
+
+    tokens = of(frames, "token")
+    assert frames[-1]["status"] == "completed" and "".join(frame["delta"] for frame in tokens) == text
+    seqs = [frame["seq"] for frame in frames if "seq" in frame]
+    assert seqs == list(range(1, len(seqs) + 1))
+    # Only the run's own control messages went through Redis, not its frames (there were more than 10 of them).
+    assert len(seqs) > 10 and published < 3, published
+
+
+async def test_a_socket_of_another_process_joining_mid_run_gets_the_text_so_far_and_every_frame_after(
+    daphnes, remote_sockets, fake_llm, conversation, alice
+):
+    text = "A run that began with its only socket on its own process, and then another joined from elsewhere. " * 2
+    fake_llm.script(Reply(text=text, interval=0.03))
+    a, b = await asyncio.to_thread(daphnes, 2)
+    on_a = await remote_sockets(a, conversation, alice)
+    await on_a.send({"type": "message", "content": "Stream, please.", "client_id": "join-1"})
+    await on_a.receive_until("token")
+    await on_a.receive_until("token")
+
+    on_b = await remote_sockets(b, conversation, alice)
+    frames_b = await on_b.receive_until("run_finished", timeout=15)
+    frames_a = await on_a.receive_until("run_finished", timeout=15)
+
+    run = on_b.ready["run"]
+    assert run is not None and run["content"], on_b.ready
+    later = [frame for frame in frames_b if frame["seq"] > run["seq"]]
+    assert [frame["seq"] for frame in later] == list(range(run["seq"] + 1, run["seq"] + 1 + len(later)))
+    assert run["content"] + "".join(frame["delta"] for frame in of(later, "token")) == text
+    assert frames_b[-1] == frames_a[-1] and frames_b[-1]["status"] == "completed"
