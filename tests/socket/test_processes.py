@@ -368,8 +368,8 @@ async def test_a_run_whose_sockets_are_all_on_its_own_process_sends_its_frames_w
 async def test_a_socket_of_another_process_joining_mid_run_gets_the_text_so_far_and_every_frame_after(
     daphnes, remote_sockets, fake_llm, conversation, alice
 ):
-    text = "A run that began with its only socket on its own process, and then another joined from elsewhere. " * 2
-    fake_llm.script(Reply(text=text, interval=0.03))
+    text = "A run that began with its only socket on its own process, and then another joined from elsewhere. " * 3
+    fake_llm.script(Reply(text=text, interval=0.04))  # about 4 s: time enough for the second socket to join
     a, b = await asyncio.to_thread(daphnes, 2)
     on_a = await remote_sockets(a, conversation, alice)
     await on_a.send({"type": "message", "content": "Stream, please.", "client_id": "join-1"})
