@@ -183,4 +183,5 @@ async def test_requests_served_together_share_the_connection_to_the_provider(ali
         asked = HttpCommunicator(application, "POST", URL, body=body, headers=headers)
         response = await asked.get_response(timeout=10)
         assert (response["status"], json.loads(response["body"])) == (200, {"content": "Hello!", "toolCalls": []})
+        await asked.wait(timeout=10)  # the request's end, where Django gives its database connection back
     assert llm.connections_opened == 1

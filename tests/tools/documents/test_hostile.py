@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.files.uploadhandler import StopUpload
+from django.db import connections
 
 from conversations import services
 from conversations.api.uploads import MULTIPART_SLACK, UploadLimitHandler
@@ -203,13 +204,28 @@ def test_other_requests_are_answered_while_a_hostile_file_is_being_read(settings
     settings.DOCUMENT_PARSE_TIMEOUT = 3
     url = f"/api/assistant/conversations/{conversation.pk}/attachments/"
 
+    def closing(request):
+        """`request` with its thread's database connection closed after it: the test client leaves it open, and
+        left open in a thread that ends, it would keep PostgreSQL from dropping the test database."""
+
+        def made(*args, **kwargs):
+            try:
+                return request(*args, **kwargs)
+            finally:
+                connections.close_all()
+
+        return made
+
     async def both():
         post = asyncio.to_thread(
-            alice_api.post, url, {"file": SimpleUploadedFile("loop.pdf", samples.circular_pdf())}, format="multipart"
+            closing(alice_api.post),
+            url,
+            {"file": SimpleUploadedFile("loop.pdf", samples.circular_pdf())},
+            format="multipart",
         )
         task = asyncio.ensure_future(post)
         await asyncio.sleep(0.2)
-        listed = await asyncio.to_thread(bearer_client(alice).get, url)
+        listed = await asyncio.to_thread(closing(bearer_client(alice).get), url)
         return listed, task.done(), await task
 
     listed, upload_done_first, response = asyncio.run(both())
