@@ -100,7 +100,7 @@ def env_database(name: str, default: str) -> dict:
         # for up to DATABASE_POOL_TIMEOUT, then fails.
         pool = {"min_size": 2, "max_size": 16, "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0)}
         # Parameters bound by the server, not quoted into the SQL by Python: quoting them cost more than the
-        # server's binding (docs/benchmarks.md). Django prepares nothing by name, so PgBouncer needs no setting.
+        # server's binding (docs/benchmarks.md). Django prepares nothing by name, so it works behind PgBouncer too.
         config["OPTIONS"] = {"server_side_binding": True, **config.get("OPTIONS", {}), "pool": pool}
         config["CONN_HEALTH_CHECKS"] = True
     return config
