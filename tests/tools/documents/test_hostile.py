@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from channels.db import database_sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.files.uploadhandler import StopUpload
-from django.db import connections
 
 from conversations import services
 from conversations.api.uploads import MULTIPART_SLACK, UploadLimitHandler
@@ -204,28 +204,15 @@ def test_other_requests_are_answered_while_a_hostile_file_is_being_read(settings
     settings.DOCUMENT_PARSE_TIMEOUT = 3
     url = f"/api/assistant/conversations/{conversation.pk}/attachments/"
 
-    def closing(request):
-        """`request` with its thread's database connection closed after it: the test client leaves it open, and
-        left open in a thread that ends, it would keep PostgreSQL from dropping the test database."""
-
-        def made(*args, **kwargs):
-            try:
-                return request(*args, **kwargs)
-            finally:
-                connections.close_all()
-
-        return made
-
     async def both():
-        post = asyncio.to_thread(
-            closing(alice_api.post),
-            url,
-            {"file": SimpleUploadedFile("loop.pdf", samples.circular_pdf())},
-            format="multipart",
+        # Each request in a worker thread of its own, whose connection is closed after it: the test client leaves
+        # it open, and open in a thread that ends it would keep PostgreSQL from dropping the test database.
+        post = database_sync_to_async(alice_api.post, thread_sensitive=False)(
+            url, {"file": SimpleUploadedFile("loop.pdf", samples.circular_pdf())}, format="multipart"
         )
         task = asyncio.ensure_future(post)
         await asyncio.sleep(0.2)
-        listed = await asyncio.to_thread(closing(bearer_client(alice).get), url)
+        listed = await database_sync_to_async(bearer_client(alice).get, thread_sensitive=False)(url)
         return listed, task.done(), await task
 
     listed, upload_done_first, response = asyncio.run(both())
