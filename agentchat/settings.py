@@ -100,8 +100,11 @@ def env_database(name: str, default: str) -> dict:
         # for up to DATABASE_POOL_TIMEOUT, then fails.
         pool = {"min_size": 2, "max_size": 16, "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0)}
         # Parameters bound by the server, not quoted into the SQL by Python: quoting them cost more than the
-        # server's binding (docs/benchmarks.md). Django prepares nothing by name, so it works behind PgBouncer too.
-        config["OPTIONS"] = {"server_side_binding": True, **config.get("OPTIONS", {}), "pool": pool}
+        # server's binding. A statement a connection has run five times is prepared, so that PostgreSQL parses and
+        # plans it once, not at every run: Django turns psycopg's prepared statements off by default, for poolers
+        # that cannot keep them (docs/operations.md, docs/benchmarks.md).
+        prepare = {"prepare_threshold": 5 if env_bool("DATABASE_PREPARED_STATEMENTS", True) else None}
+        config["OPTIONS"] = {"server_side_binding": True, **prepare, **config.get("OPTIONS", {}), "pool": pool}
         config["CONN_HEALTH_CHECKS"] = True
     return config
 

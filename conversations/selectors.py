@@ -374,7 +374,7 @@ def _with_files(message: Message, *, newest: bool, file_tokens: int, vision: boo
 
 # live_messages without a streaming answer, read on every round of every run (conversations.sql).
 HISTORY = """
-SELECT * FROM {Message}
+SELECT {Message.*} FROM {Message}
 WHERE {Message.conversation} = %s AND {Message.superseded} = %s AND {Message.status} <> %s
 ORDER BY {Message.created_at}, {Message.id}
 """

@@ -12,17 +12,23 @@ from django.apps import apps
 from django.db import connection
 from django.db.models import DEFERRED, QuerySet
 
-NAME = re.compile(r"\{(?P<model>\w+)(?:\.(?P<field>\w+))?\}")
+NAME = re.compile(r"\{(?P<model>\w+)(?:\.(?P<field>\w+|\*))?\}")
 
 
 @functools.cache
 def statement(template: str) -> str:
-    """`template` on one line, with `{Model}` as that model's table (of this app) and `{Model.field}` as its column,
-    quoted for the database."""
+    """`template` on one line, with `{Model}` as that model's table (of this app), `{Model.field}` as its column
+    and `{Model.*}` as all of its columns, quoted for the database.
+
+    All the columns are named rather than `*`: a statement prepared with `*` fails once a migration adds a column
+    to its table ("cached plan must not change result type") until the connection ends."""
 
     def name(match: re.Match) -> str:
         meta = apps.get_model("conversations", match["model"])._meta
-        return connection.ops.quote_name(meta.get_field(match["field"]).column if match["field"] else meta.db_table)
+        quote = connection.ops.quote_name
+        if match["field"] == "*":
+            return ", ".join(f"{quote(meta.db_table)}.{quote(field.column)}" for field in meta.concrete_fields)
+        return quote(meta.get_field(match["field"]).column if match["field"] else meta.db_table)
 
     return NAME.sub(name, " ".join(template.split()))
 

@@ -36,7 +36,7 @@ class Intake(NamedTuple):
 # What turn_start and confirmations_open read, in one statement: the client_id's message, the user's files, and
 # decisions a new message settles (pending ones, and decided calls without a result).
 STATE = """
-SELECT {Conversation}.*,
+SELECT {Conversation.*},
   (SELECT {Message.id} FROM {Message}
    WHERE {Message.conversation} = {Conversation}.{Conversation.id} AND {Message.client_id} = %s) AS seen,
   EXISTS (SELECT 1 FROM {Attachment}

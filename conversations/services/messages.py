@@ -77,7 +77,7 @@ UPDATE {Message} SET {Message.content} = %s, {Message.status} = %s, {Message.err
   {Message.tool_calls} = COALESCE(%s, {Message.tool_calls}), {Message.usage} = COALESCE(%s, {Message.usage}),
   {Message.metadata} = COALESCE(%s, {Message.metadata})
 WHERE {Message.id} = %s
-RETURNING *, (SELECT {Conversation.owner} FROM {Conversation}
+RETURNING {Message.*}, (SELECT {Conversation.owner} FROM {Conversation}
               WHERE {Conversation}.{Conversation.id} = {Message}.{Message.conversation}) AS owner
 """
 

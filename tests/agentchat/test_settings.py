@@ -18,6 +18,7 @@ ENV_NAMES = [
     "ALLOWED_HOSTS",
     "CSRF_TRUSTED_ORIGINS",
     "DATABASE_URL",
+    "DATABASE_PREPARED_STATEMENTS",
     "REDIS_URL",
     "LLM_PROVIDER",
     "LLM_MODEL",
@@ -70,6 +71,17 @@ def test_database_url_selects_postgresql(clean_env):
     assert database["PORT"] == 5432
     assert database["USER"] == "postgres"
     assert database["OPTIONS"]["server_side_binding"] is True
+    assert database["OPTIONS"]["prepare_threshold"] == 5
+
+
+def test_prepared_statements_can_be_turned_off_for_a_pooler_that_cannot_keep_them(clean_env):
+    clean_env.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentchat")
+    clean_env.setenv("DATABASE_PREPARED_STATEMENTS", "0")
+
+    options = load_settings()["DATABASES"]["default"]["OPTIONS"]
+
+    assert options["prepare_threshold"] is None
+    assert options["server_side_binding"] is True
 
 
 def test_server_side_binding_can_be_turned_off_in_the_database_url(clean_env):
