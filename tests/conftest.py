@@ -46,10 +46,11 @@ def _fast_passwords(settings):
 def _fresh_channel_layers():
     """Each test runs in an event loop of its own; a layer's locks and pools belong to the loop that made them."""
     from conversations import runs
+    from conversations.runs.control import ControlPlane
 
     yield
     channel_layers.backends.clear()
-    runs.manager.control._layer = None
+    runs.manager.control = ControlPlane()
 
 
 @pytest.fixture

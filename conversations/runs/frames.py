@@ -13,9 +13,8 @@ def conversation_group(conversation_id) -> str:
     return f"chat.{conversation_id}"
 
 
-def control_group(conversation_id) -> str:
-    """The conversation's live run, wherever it runs: cancel, and requests for its text so far."""
-    return f"chat.{conversation_id}.control"
+# One channel of each process: cancels, and requests for a live run's text so far, for whichever process runs it.
+CONTROL_GROUP = "runs.control"
 
 
 def message_frame(message: Message, client_id: str | None = None) -> dict[str, Any]:

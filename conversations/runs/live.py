@@ -20,7 +20,8 @@ class LiveRun:
     dirty: bool = False
     last_assistant_id: int | None = None
     task: asyncio.Task | None = None
-    control_channel: str = ""
+    # What the control plane heard for it: a cancel, a request for its text so far, its own end.
+    control: asyncio.Queue = field(default_factory=asyncio.Queue)
     # Calls started and not finished yet, as the snapshot for a joining socket shows their cards.
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     # False once the run's outcome is decided: a late cancel must not interrupt its clean-up.
