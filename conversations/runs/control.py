@@ -25,7 +25,7 @@ class ControlPlane:
         self._layer = None
         self._runs: dict[str, list[LiveRun]] = {}  # this process's live runs, by conversation
         self._joining: asyncio.Task | None = None
-        self._hearer: asyncio.Task | None = None
+        self._hearer: asyncio.Task | None = None  # held: the event loop keeps only a weak reference to a task
 
     @property
     def layer(self):
@@ -113,10 +113,10 @@ class ControlPlane:
 
     def _forget(self, run: LiveRun) -> None:
         key = str(run.conversation.pk)
-        runs = self._runs.get(key, [])
-        if run in runs:
-            runs.remove(run)
-        if not runs:
+        # By identity: a LiveRun is a dataclass, whose == would compare every field, its text so far among them.
+        if runs := [other for other in self._runs.get(key, ()) if other is not run]:
+            self._runs[key] = runs
+        else:
             self._runs.pop(key, None)
 
 
