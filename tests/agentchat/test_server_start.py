@@ -20,13 +20,13 @@ def test_the_server_module_imports_before_the_settings_are_loaded():
     assert started.returncode == 0, started.stderr
 
 
-def test_what_the_server_loaded_is_kept_out_of_the_collectors_full_passes():
-    frozen = subprocess.run(
+def test_what_the_server_loaded_is_kept_out_of_the_collectors_passes_and_the_young_are_collected_less_often():
+    tuned = subprocess.run(
         [
             sys.executable,
             "-c",
-            "import gc, django; django.setup(); from agentchat import server; server.freeze_what_is_loaded(); "
-            "print(gc.get_freeze_count())",
+            "import gc, django; django.setup(); from agentchat import server; server.tune_the_collector(); "
+            "print(gc.get_freeze_count(), *gc.get_threshold())",
         ],
         cwd=BASE_DIR,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "agentchat.settings"},
@@ -34,5 +34,7 @@ def test_what_the_server_loaded_is_kept_out_of_the_collectors_full_passes():
         text=True,
     )
 
-    assert frozen.returncode == 0, frozen.stderr
-    assert int(frozen.stdout) > 100_000  # the application and all it imports
+    assert tuned.returncode == 0, tuned.stderr
+    frozen, *thresholds = map(int, tuned.stdout.split())
+    assert frozen > 100_000  # the application and all it imports
+    assert thresholds == [20_000, 10, 10]
