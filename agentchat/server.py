@@ -157,9 +157,10 @@ class ClosingWebSocketFactory(WebSocketFactory):
 
 
 # The youngest generation is collected after this many more allocations than deallocations, not Python's 700:
-# a burst of starts allocates that many in a millisecond or two, and every pass walks what the runs still hold.
-# At 700, the passes and the full passes that what they promote brings on took about 400 ms over a bench run of
-# 50 and 200 streams, at most 33-41 ms each; at 20,000, about 100 ms, at most 10-24 (docs/benchmarks.md).
+# a burst of starts allocates that many in a millisecond or two, and every pass walks what the runs still hold and
+# hands it on to the older generations, whose passes walk it again. Over a bench run of 50 and 200 streams, the
+# collector's passes took about 400 ms in all at 700, the longest 33-41 ms; at 20,000, about 100 ms, the longest
+# 10-24 (docs/benchmarks.md).
 YOUNG_COLLECTION_THRESHOLD = 20_000
 
 
