@@ -17,9 +17,7 @@ def close_request_connections(**kwargs) -> None:
     where connections persist (SQLite). Left to the garbage collector, they are closed, and their statements
     finalized, inside its passes on the event loop, which then last 40-80 ms and hold every socket up
     (docs/benchmarks.md). Closed here instead, in the request's own thread, as it finishes."""
-    for conn in connections.all(initialized_only=True):
-        if not conn.in_atomic_block:
-            conn.close()
+    connections.close_all()
 
 
 request_finished.connect(close_request_connections, sender=ASGIHandler)
