@@ -175,6 +175,16 @@ else:
     # Room for a whole answer's tokens should a socket fall behind: a full channel drops messages.
     CHANNEL_LAYERS = {"default": {"BACKEND": "agentchat.layers.LocalChannelLayer", "CONFIG": {"capacity": 5000}}}
 
+# A new message's trip to the database taken by the event loop itself, each wait in it bounded: by default where
+# the database is SQLite in one process (no Redis), or a PostgreSQL on this machine, whose round trips are short.
+DATABASE_TRIP_ON_LOOP = env_bool(
+    "DATABASE_TRIP_ON_LOOP",
+    not REDIS_URL
+    if DATABASES["default"]["ENGINE"].endswith("sqlite3")
+    else DATABASES["default"]["HOST"] in {"", "localhost", "127.0.0.1", "::1"}
+    or DATABASES["default"]["HOST"].startswith("/"),
+)
+
 # Counters every process must agree on (a user's message rate) live in the cache: Redis when there is one.
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}

@@ -22,10 +22,13 @@ def _cache() -> BaseCache:
 
 
 @functools.cache
-def _redis() -> redis.Redis | None:
+def _redis(timeout: float | None = None) -> redis.Redis | None:
     """Redis itself, when there is one, for the count that every run's start takes: in one round trip, where the
-    cache's API takes four, each one more wait in the start's trip to the database thread (docs/benchmarks.md)."""
-    return redis.Redis.from_url(settings.REDIS_URL) if settings.REDIS_URL else None
+    cache's API takes four, each one more wait in the start's trip to the database thread (docs/benchmarks.md).
+    One client for each `timeout` (seconds for each connect, read or write) asked for."""
+    if not settings.REDIS_URL:
+        return None
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 class SlidingWindow:
@@ -60,11 +63,12 @@ class SharedWindow:
         self.limit = limit
         self.seconds = seconds
 
-    def allow(self, key: Hashable) -> bool:
-        """Count an event now; False when over the limit. Blocking: call it from sync code."""
+    def allow(self, key: Hashable, *, timeout: float | None = None) -> bool:
+        """Count an event now; False when over the limit. Blocking: call it from sync code. With Redis, each wait
+        for it lasts at most `timeout` seconds (redis.TimeoutError)."""
         window, into = divmod(time.time(), self.seconds)
         current, previous = (f"ratelimit:{self.name}:{key}:{int(window) - back}" for back in (0, 1))
-        client = _redis()
+        client = _redis(timeout)
         if client is None:
             cache = _cache()
             cache.add(current, 0, timeout=2 * self.seconds)

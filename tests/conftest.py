@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,9 @@ from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
 
 from agentchat.agent.providers import ProviderConfig
-from conversations.runs import db
+from conversations.runs import db, loop_trip
 
+from .database_threads import database_threads_connections_closed
 from .fake_provider import FakeLLM
 from .redis_server import RedisServer, redis_server_binary
 
@@ -119,19 +119,14 @@ def openai_config(fake_llm):
 @pytest.fixture(scope="session", autouse=True)
 def _thread_connections_closed(django_db_setup):
     """Connections left open in asgiref's sync thread (the fixtures' database work) and in the database threads
-    (conversations.runs.db) are closed at the end: on PostgreSQL they would keep the test database from being
-    dropped. Each database thread takes one of the closings: they wait for each other."""
+    (conversations.runs.db) are closed at the end, with the event loop's own PostgreSQL connection: on PostgreSQL
+    they would keep the test database from being dropped. Each database thread takes one of the closings: they
+    wait for each other."""
     yield
+    if isinstance(db.LOOP, loop_trip.PostgresConnection):
+        db.LOOP.close()
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
-    threads = db.THREADS._max_workers
-    together = threading.Barrier(threads)
-
-    def close() -> None:
-        together.wait(timeout=10)
-        connections.close_all()
-
-    for closing in [db.THREADS.submit(close) for _ in range(threads)]:
-        closing.result()
+    database_threads_connections_closed()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,6 +3,7 @@
     with TCPProxy(("127.0.0.1", 5432)) as proxy:
         ... point a client at proxy.port ...
         proxy.cut()      # every open connection dropped, every new one reset at once
+        proxy.hang()     # connections stay open, and nothing goes through them: a server that stopped answering
         proxy.restore()  # connections go through again
 
 Threads, not asyncio: the proxy keeps forwarding whatever the test's own event loop is doing.
@@ -32,6 +33,8 @@ class TCPProxy:
         self.host = host
         self.port = 0
         self._cut = threading.Event()
+        self._flowing = threading.Event()
+        self._flowing.set()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._pairs: set[tuple[socket.socket, socket.socket]] = set()
@@ -51,6 +54,7 @@ class TCPProxy:
 
     def stop(self) -> None:
         self._stopping.set()
+        self._flowing.set()
         self._drop_all()
         if self._thread is not None:
             self._thread.join(timeout=2)
@@ -63,8 +67,13 @@ class TCPProxy:
         self._cut.set()
         self._drop_all()
 
+    def hang(self) -> None:
+        """Hold whatever either side sends until `restore()`."""
+        self._flowing.clear()
+
     def restore(self) -> None:
         self._cut.clear()
+        self._flowing.set()
 
     def __enter__(self) -> TCPProxy:
         return self.start()
@@ -99,6 +108,7 @@ class TCPProxy:
     def _pump(self, source: socket.socket, target: socket.socket, pair) -> None:
         try:
             while data := source.recv(BUFFER):
+                self._flowing.wait()
                 target.sendall(data)
         except OSError:
             pass

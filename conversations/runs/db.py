@@ -4,7 +4,6 @@ selectors. A write that must land is tried again while the database is briefly u
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -15,7 +14,7 @@ from typing import Any, NamedTuple
 
 from channels.db import DatabaseSyncToAsync
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
@@ -30,6 +29,7 @@ from .. import selectors, services
 from ..exceptions import AccessRefused, Busy, Invalid, NotFound, RateLimited
 from ..models import Conversation, PendingConfirmation
 from ..ratelimit import SharedWindow
+from . import loop_trip
 from .frames import message_frame
 
 logger = logging.getLogger(__name__)
@@ -38,12 +38,10 @@ logger = logging.getLogger(__name__)
 # SQLite, where a trip is Python work and writes go one at a time anyway; several on PostgreSQL, where a trip
 # mostly waits for the server, and a run's start must not wait behind other runs' trips.
 THREADS = ThreadPoolExecutor(max_workers=settings.DATABASE_THREADS, thread_name_prefix="database")
-# On SQLite in one process (no Redis), a new message's trip is taken in the event loop's own thread instead: it is
-# about 2 ms of work, and handed to the database thread it waited for the interpreter and a core behind the event
-# loop, 5-10 ms in a burst (docs/benchmarks.md).
-ON_THE_LOOP = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") and not settings.REDIS_URL
-# How long a trip on the event loop waits for another writer's lock before it goes to the database thread instead.
-LOOP_LOCK_WAIT_MS = 20
+# Where DATABASE_TRIP_ON_LOOP is on, a new message's trip is taken by the event loop itself instead: it is a few
+# milliseconds of work, and handed to a database thread it waited for the interpreter and a core behind the event
+# loop, and for a thread behind other runs' trips (docs/benchmarks.md).
+LOOP = loop_trip.loop_connection(THREADS)
 
 
 def database_sync_to_async(func):
@@ -112,7 +110,7 @@ def accept_turn(
     if turn.kind == "message" and not turn.attachments:
         taken = services.message_intake(conversation=conversation, user=user, turn=turn, admit=admit)
         if taken is not None:
-            return _taken_in(conversation, user, turn, registry, taken)
+            return _taken_in(turn, user, taken, _intake_inputs(conversation, user, turn, registry, taken))
     start = selectors.turn_start(conversation, user, turn.client_id)
     if start.seen is not None:
         return Accepted(echo=message_frame(start.seen, turn.client_id))
@@ -155,9 +153,9 @@ async def take_turn(
     limiter: SharedWindow,
     registry: ToolRegistry,
 ) -> Accepted:
-    """accept_turn: a new message in the common case on the event loop itself where ON_THE_LOOP, anything else (or
-    a database that another writer holds) in the database thread."""
-    if ON_THE_LOOP and turn.kind == "message" and not turn.attachments:
+    """accept_turn: a new message in the common case on the event loop itself where there is LOOP, anything else
+    (or a trip the loop could not take) in a database thread."""
+    if LOOP is not None and turn.kind == "message" and not turn.attachments:
         accepted = _message_here(conversation, access, turn, limiter, registry)
         if accepted is not None:
             return accepted
@@ -165,44 +163,30 @@ async def take_turn(
 
 
 def _message_here(conversation, access, turn: services.Turn, limiter: SharedWindow, registry) -> Accepted | None:
-    """A new message taken in by the event loop's thread, with that thread's own connection, or None when it is not
-    the common case or another writer holds the database for more than LOOP_LOCK_WAIT_MS.
-
-    Django refuses to run a query while an event loop runs in the thread, as it would hold every socket up; the
-    loop is set aside for these few statements, which hold the sockets up less than a trip to the database thread
-    did, and never longer than the lock's short wait."""
-    loop = asyncio.get_running_loop()
-    asyncio._set_running_loop(None)
+    """A new message taken in on the event loop, or None when it is not the common case or the loop could not take
+    it (loop_trip.Unavailable: nothing was stored). Once the message is in, a round's inputs the loop could not
+    read are left to the run, which reads them in a database thread."""
+    taken = inputs = None
     try:
-        user = _acting(*access)
-        try:
-            with _lock_wait(LOOP_LOCK_WAIT_MS):
-                taken = services.message_intake(
-                    conversation=conversation, user=user, turn=turn, admit=functools.partial(_admit, user, limiter)
-                )
-        except OperationalError:
-            return None  # "database is locked": the database thread waits for it instead
-        return None if taken is None else _taken_in(conversation, user, turn, registry, taken)
-    finally:
-        asyncio._set_running_loop(loop)
+        with LOOP.trip():
+            user = _acting(*access)
+            admit = functools.partial(_admit, user, limiter, loop_trip.TRIP_DEADLINE)
+            taken = services.message_intake(conversation=conversation, user=user, turn=turn, admit=admit)
+            if taken is None:
+                return None
+            inputs = _intake_inputs(conversation, user, turn, registry, taken)
+    except loop_trip.Unavailable:
+        if taken is None:
+            return None
+    return _taken_in(turn, user, taken, inputs)
 
 
-@contextlib.contextmanager
-def _lock_wait(milliseconds: int):
-    """This thread's SQLite connection waits at most `milliseconds` for another writer's lock, then as configured."""
-    configured = round(connection.settings_dict["OPTIONS"].get("timeout", 5) * 1000)
-    with connection.cursor() as cursor:
-        cursor.execute(f"PRAGMA busy_timeout = {milliseconds}")
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute(f"PRAGMA busy_timeout = {configured}")
-
-
-def _taken_in(conversation, user, turn: services.Turn, registry, taken: services.Intake) -> Accepted:
+def _intake_inputs(conversation, user, turn: services.Turn, registry, taken: services.Intake):
     context = turn.metadata["context"]
-    inputs = _round_inputs(conversation, user, registry, user_now=user, context=context, has_files=taken.has_files)
+    return _round_inputs(conversation, user, registry, user_now=user, context=context, has_files=taken.has_files)
+
+
+def _taken_in(turn: services.Turn, user, taken: services.Intake, inputs) -> Accepted:
     frames = (message_frame(taken.message, turn.client_id),)
     return Accepted(user=user, run_id=taken.run_id, frames=frames, begun=Begun([], False, taken.answer_id, inputs))
 
@@ -217,12 +201,13 @@ def _acting(user, session_key: str | None, permissions: frozenset[str]):
     return now.user
 
 
-def _admit(user, limiter: SharedWindow) -> None:
-    """A new run is within the user's daily token budget and their rate of messages, or RateLimited."""
+def _admit(user, limiter: SharedWindow, timeout: float | None = None) -> None:
+    """A new run is within the user's daily token budget and their rate of messages, or RateLimited. `timeout`
+    bounds each wait for Redis, where the rate is counted there."""
     budget = settings.USER_DAILY_TOKEN_BUDGET
     if budget and selectors.tokens_used_today(user.pk) >= budget:
         raise RateLimited(_over_budget(budget))
-    if not limiter.allow(user.pk):
+    if not limiter.allow(user.pk, timeout=timeout):
         raise RateLimited(_("You are sending messages too fast. Wait a moment and try again."))
 
 
