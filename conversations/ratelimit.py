@@ -12,6 +12,8 @@ from collections.abc import Hashable, Iterator
 import redis
 from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 @functools.cache
@@ -21,14 +23,26 @@ def _cache() -> BaseCache:
     return caches.create_connection(DEFAULT_CACHE_ALIAS)
 
 
+# Each wait for Redis, to connect or for an answer, in seconds. A message's count is taken on the event loop where
+# DATABASE_TRIP_ON_LOOP is on (runs.loop_trip), so that a Redis that stopped answering costs it this, not every
+# socket of the process for as long as Redis is away.
+REDIS_TIMEOUT = 0.25
+
+
 @functools.cache
-def _redis(timeout: float | None = None) -> redis.Redis | None:
+def _redis() -> redis.Redis | None:
     """Redis itself, when there is one, for the count that every run's start takes: in one round trip, where the
-    cache's API takes four, each one more wait in the start's trip to the database thread (docs/benchmarks.md).
-    One client for each `timeout` (seconds for each connect, read or write) asked for."""
+    cache's API takes four, each one more wait in the start's trip to the database (docs/benchmarks.md). A command
+    that fails is tried once more, at once, on a new connection: after Redis restarts, each pooled connection fails
+    once. redis-py's own default, ten more tries spaced out to a second, would hold the event loop for seconds."""
     if not settings.REDIS_URL:
         return None
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout)
+    return redis.Redis.from_url(
+        settings.REDIS_URL,
+        socket_timeout=REDIS_TIMEOUT,
+        socket_connect_timeout=REDIS_TIMEOUT,
+        retry=Retry(NoBackoff(), 1),
+    )
 
 
 class SlidingWindow:
@@ -63,12 +77,11 @@ class SharedWindow:
         self.limit = limit
         self.seconds = seconds
 
-    def allow(self, key: Hashable, *, timeout: float | None = None) -> bool:
-        """Count an event now; False when over the limit. Blocking: call it from sync code. With Redis, each wait
-        for it lasts at most `timeout` seconds (redis.TimeoutError)."""
+    def allow(self, key: Hashable) -> bool:
+        """Count an event now; False when over the limit. Blocking: call it from sync code."""
         window, into = divmod(time.time(), self.seconds)
         current, previous = (f"ratelimit:{self.name}:{key}:{int(window) - back}" for back in (0, 1))
-        client = _redis(timeout)
+        client = _redis()
         if client is None:
             cache = _cache()
             cache.add(current, 0, timeout=2 * self.seconds)

@@ -164,13 +164,14 @@ async def take_turn(
 
 def _message_here(conversation, access, turn: services.Turn, limiter: SharedWindow, registry) -> Accepted | None:
     """A new message taken in on the event loop, or None when it is not the common case or the loop could not take
-    it (loop_trip.Unavailable: nothing was stored). Once the message is in, a round's inputs the loop could not
-    read are left to the run, which reads them in a database thread."""
+    it (loop_trip.Unavailable before the message was in: its transaction rolled back, or, should a COMMIT's answer
+    never come, in doubt, as after any lost connection). Once the message is in, a round's inputs the loop could
+    not read are left to the run, which reads them in a database thread."""
     taken = inputs = None
     try:
         with LOOP.trip():
             user = _acting(*access)
-            admit = functools.partial(_admit, user, limiter, loop_trip.TRIP_DEADLINE)
+            admit = functools.partial(_admit, user, limiter)
             taken = services.message_intake(conversation=conversation, user=user, turn=turn, admit=admit)
             if taken is None:
                 return None
@@ -201,13 +202,12 @@ def _acting(user, session_key: str | None, permissions: frozenset[str]):
     return now.user
 
 
-def _admit(user, limiter: SharedWindow, timeout: float | None = None) -> None:
-    """A new run is within the user's daily token budget and their rate of messages, or RateLimited. `timeout`
-    bounds each wait for Redis, where the rate is counted there."""
+def _admit(user, limiter: SharedWindow) -> None:
+    """A new run is within the user's daily token budget and their rate of messages, or RateLimited."""
     budget = settings.USER_DAILY_TOKEN_BUDGET
     if budget and selectors.tokens_used_today(user.pk) >= budget:
         raise RateLimited(_over_budget(budget))
-    if not limiter.allow(user.pk, timeout=timeout):
+    if not limiter.allow(user.pk):
         raise RateLimited(_("You are sending messages too fast. Wait a moment and try again."))
 
 
