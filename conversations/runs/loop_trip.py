@@ -94,7 +94,7 @@ class Watchdog:
                 if left > 0:
                     self._changed.wait(left)
                     continue
-                logger.warning("a trip to the database on the event loop got no answer in %.2f s", TRIP_DEADLINE)
+                logger.warning("a trip to the database on the event loop outlasted its deadline: its socket is shut")
                 # A duplicate of the descriptor: shutting it down shuts the socket the driver reads.
                 with contextlib.suppress(OSError), socket.socket(fileno=os.dup(self._fd)) as watched:
                     watched.shutdown(socket.SHUT_RDWR)
@@ -201,7 +201,7 @@ class SqliteConnection:
 
     @contextlib.contextmanager
     def trip(self) -> Iterator[None]:
-        configured = round(connection.settings_dict["OPTIONS"].get("timeout", 5) * 1000)
+        configured = round(connections.settings[DEFAULT_DB_ALIAS]["OPTIONS"].get("timeout", 5) * 1000)
         with loop_set_aside():
             try:
                 self._busy_timeout(LOCK_WAIT_MS)
