@@ -19,6 +19,7 @@ ENV_NAMES = [
     "CSRF_TRUSTED_ORIGINS",
     "DATABASE_URL",
     "DATABASE_PREPARED_STATEMENTS",
+    "DATABASE_TRIP_ON_LOOP",
     "REDIS_URL",
     "LLM_PROVIDER",
     "LLM_MODEL",
@@ -91,6 +92,28 @@ def test_server_side_binding_can_be_turned_off_in_the_database_url(clean_env):
 
     assert options["server_side_binding"] is False
     assert options["pool"]["max_size"] == 16
+
+
+@pytest.mark.parametrize(
+    ("database_url", "redis_url", "on_the_loop"),
+    [
+        ("", "", True),
+        ("", "redis://127.0.0.1:6379/0", False),
+        ("postgres://postgres@127.0.0.1:5432/agentchat", "redis://127.0.0.1:6379/0", True),
+        ("postgres://postgres@localhost/agentchat", "", True),
+        ("postgres://postgres@%2Fvar%2Frun%2Fpostgresql/agentchat", "", True),
+        ("postgres://postgres@db.internal:5432/agentchat", "redis://127.0.0.1:6379/0", False),
+    ],
+)
+def test_the_trip_on_the_event_loop_is_on_for_sqlite_alone_and_for_a_postgresql_on_this_machine(
+    clean_env, database_url, redis_url, on_the_loop
+):
+    for name, value in (("DATABASE_URL", database_url), ("REDIS_URL", redis_url)):
+        if value:
+            clean_env.setenv(name, value)
+    assert load_settings()["DATABASE_TRIP_ON_LOOP"] is on_the_loop
+    clean_env.setenv("DATABASE_TRIP_ON_LOOP", "0" if on_the_loop else "1")
+    assert load_settings()["DATABASE_TRIP_ON_LOOP"] is not on_the_loop
 
 
 def test_redis_url_selects_channels_redis(clean_env):
