@@ -12,7 +12,8 @@ Both read the usual settings from the environment (DATABASE_URL, REDIS_URL, SECR
 
 The count is bench-only and lives here: `serve` wraps Django's CursorWrapper.execute/executemany in
 this process before daphne starts, and counts each INSERT, UPDATE, DELETE or REPLACE statement sent
-to the database, by table. Nothing of it exists in a server started any other way.
+to the database, by table, and each such part of a WITH statement as one. Nothing of it exists in a
+server started any other way.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ import threading
 from pathlib import Path
 
 WRITE = re.compile(r'^\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM|REPLACE\s+INTO)\s+"?([A-Za-z0-9_.]+)"?', re.IGNORECASE)
+# A WITH statement's parts that change rows (PostgreSQL's data-modifying CTEs), each a write, as it would be on
+# its own; not a SELECT's FOR UPDATE.
+WITH = re.compile(r"^\s*WITH\b", re.IGNORECASE)
+WRITE_PART = re.compile(r'(?<!FOR )\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+"?([A-Za-z0-9_.]+)"?', re.IGNORECASE)
 
 
 class WriteCounter:
@@ -38,12 +43,11 @@ class WriteCounter:
         self.lock = threading.Lock()
 
     def see(self, sql) -> None:
-        found = WRITE.match(sql if isinstance(sql, str) else str(sql))
-        if found is None:
-            return
-        kind = found.group(1).split()[0].upper()
-        with self.lock:
-            self.counts[f"{kind} {found.group(2)}"] += 1
+        sql = sql if isinstance(sql, str) else str(sql)
+        found = list(WRITE_PART.finditer(sql)) if WITH.match(sql) else [WRITE.match(sql)]
+        for write in filter(None, found):
+            with self.lock:
+                self.counts[f"{write.group(1).split()[0].upper()} {write.group(2)}"] += 1
 
     def snapshot(self) -> dict[str, int]:
         # Copying a dict is one step under the GIL: no lock, so a signal handler may call this.

@@ -13,6 +13,8 @@ from django.db import connection
 from django.db.models import DEFERRED, QuerySet
 
 NAME = re.compile(r"\{(?P<model>\w+)(?:\.(?P<field>\w+|\*))?\}")
+# A column type's length or precision: varchar(16), numeric(10, 2).
+TYPE_MODIFIERS = re.compile(r"\(.*\)")
 
 
 @functools.cache
@@ -57,41 +59,90 @@ def prepared(build: Callable[[], QuerySet]) -> Callable[[object], tuple[str, lis
     return filled
 
 
+def _new_fields(model) -> tuple:
+    return tuple(field for field in model._meta.concrete_fields if not field.primary_key)
+
+
+def _columns(fields) -> str:
+    return ", ".join(connection.ops.quote_name(field.column) for field in fields)
+
+
+def _values(objs: list, fields) -> list:
+    """The parameters of new rows: each field's default, pre_save and database form, as bulk_create takes them."""
+    return [field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs for field in fields]
+
+
+def stored(objs: list, keys) -> None:
+    """`objs` as stored under the primary keys `keys`, in order."""
+    for obj, pk in zip(objs, keys, strict=True):
+        obj.pk = pk
+        obj._state.adding, obj._state.db = False, connection.alias
+
+
 @functools.cache
 def _insert_statement(model, count: int) -> tuple[str, tuple]:
-    fields = tuple(field for field in model._meta.concrete_fields if not field.primary_key)
-    quote = connection.ops.quote_name
+    fields = _new_fields(model)
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    sql = f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(field.column) for field in fields)}) "
-    sql += f"VALUES {', '.join([row] * count)} RETURNING {quote(model._meta.pk.column)}"
+    sql = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({_columns(fields)}) "
+    sql += f"VALUES {', '.join([row] * count)} RETURNING {connection.ops.quote_name(model._meta.pk.column)}"
     return sql, fields
 
 
 def insert(objs: list) -> None:
     """`objs`, new instances of one model, stored in one statement and given their primary keys, as bulk_create
-    stores them (each field's default, pre_save and database form), with the statement built once per model and
-    number of rows: compiling it each time cost the ORM more than the database took to run it."""
+    stores them, with the statement built once per model and number of rows: compiling it each time cost the ORM
+    more than the database took to run it."""
     sql, fields = _insert_statement(type(objs[0]), len(objs))
-    params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs for field in fields]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for obj, (pk,) in zip(objs, cursor.fetchall(), strict=True):
-            obj.pk = pk
-            obj._state.adding, obj._state.db = False, connection.alias
+        cursor.execute(sql, _values(objs, fields))
+        stored(objs, [pk for (pk,) in cursor.fetchall()])
+
+
+@functools.cache
+def _rows_statement(model, count: int, computed: tuple[tuple[int, str, str], ...]) -> tuple[str, tuple]:
+    fields = _new_fields(model)
+    cells = []
+    for row in range(count):
+        cast = []
+        for field in fields:
+            # Cast to the column's type without its length or precision: a cast to varchar(16) would cut a longer
+            # value short, where storing it in the column refuses it.
+            cell = f"CAST(%s AS {TYPE_MODIFIERS.sub('', field.cast_db_type(connection))})"
+            expressions = [expression for at, name, expression in computed if (at, name) == (row, field.name)]
+            cast.append(expressions[0].replace("{}", cell) if expressions else cell)
+        cells.append("(" + ", ".join(cast) + ")")
+    table = connection.ops.quote_name(model._meta.db_table)
+    sql = f"{table} ({_columns(fields)}) SELECT * FROM (VALUES {', '.join(cells)}) AS new"  # noqa: S608 - no values
+    return sql, fields
+
+
+def new_rows(objs: list, computed: tuple[tuple[int, str, str], ...] = ()) -> tuple[str, list]:
+    """What follows `INSERT INTO` to store `objs`, new instances of one model, from a SELECT that a WHERE may add
+    to, and its parameters (PostgreSQL): `"table" (columns) SELECT * FROM (VALUES …) AS new`. Each value is cast to
+    its column's type, which a VALUES list in a FROM clause does not take from the table. In `computed`,
+    (row, field, expression): that value is the SQL expression, in which `{}` stands for the value given."""
+    sql, fields = _rows_statement(type(objs[0]), len(objs), computed)
+    return sql, _values(objs, fields)
 
 
 def rows(model, sql: str, params) -> list:
     """Instances of `model` from `sql`, a SELECT of its table, as `Model.objects.raw` makes them (columns matched to
     fields by name, each value converted by its field, any other column an attribute as it comes), with the
-    matching worked out once per model and set of columns: working it out for every query cost more than the
-    database took to run it."""
+    matching worked out once per model and statement: working it out for every query, or even reading the cursor's
+    description (psycopg makes an object for each column every time), cost more than the database took to run
+    it."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        make = _maker(model, tuple(column[0] for column in cursor.description))
+        make = _MAKERS.get((model, sql))
+        if make is None:
+            make = _MAKERS[model, sql] = _maker(model, tuple(column[0] for column in cursor.description))
         return [make(row) for row in cursor.fetchall()]
 
 
-@functools.cache
+# How rows() makes instances, by model and statement: a few fixed statements, each with its own columns.
+_MAKERS: dict[tuple[type, str], Callable[[tuple], object]] = {}
+
+
 def _maker(model, columns: tuple[str, ...]) -> Callable[[tuple], object]:
     position = {column: index for index, column in enumerate(columns)}
     fields = model._meta.concrete_fields

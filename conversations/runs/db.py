@@ -98,7 +98,7 @@ def accept_turn(
     conversation: Conversation,
     access: tuple[Any, str | None, frozenset[str]],
     turn: services.Turn,
-    limiter: SharedWindow,
+    admission: Admission,
     registry: ToolRegistry,
 ) -> Accepted:
     """Everything a turn needs before the provider is asked, in one trip to the database thread, which every
@@ -106,7 +106,7 @@ def accept_turn(
     and the run's first steps. `access` is (user, session key, permissions the socket opened with); the turn's
     `attachments` are ids, checked here."""
     user = _acting(*access)
-    admit = functools.partial(_admit, user, limiter)
+    admit = functools.partial(admission, user)
     if turn.kind == "message" and not turn.attachments:
         taken = services.message_intake(conversation=conversation, user=user, turn=turn, admit=admit)
         if taken is not None:
@@ -155,14 +155,15 @@ async def take_turn(
 ) -> Accepted:
     """accept_turn: a new message in the common case on the event loop itself where there is LOOP, anything else
     (or a trip the loop could not take) in a database thread."""
+    admission = Admission(limiter)
     if LOOP is not None and turn.kind == "message" and not turn.attachments:
-        accepted = _message_here(conversation, access, turn, limiter, registry)
+        accepted = _message_here(conversation, access, turn, admission, registry)
         if accepted is not None:
             return accepted
-    return await accept_turn(conversation, access, turn, limiter, registry)
+    return await accept_turn(conversation, access, turn, admission, registry)
 
 
-def _message_here(conversation, access, turn: services.Turn, limiter: SharedWindow, registry) -> Accepted | None:
+def _message_here(conversation, access, turn: services.Turn, admission: Admission, registry) -> Accepted | None:
     """A new message taken in on the event loop, or None when it is not the common case or the loop could not take
     it (loop_trip.Unavailable before the message was in: its transaction rolled back, or, should a COMMIT's answer
     never come, in doubt, as after any lost connection). Once the message is in, a round's inputs the loop could
@@ -171,7 +172,7 @@ def _message_here(conversation, access, turn: services.Turn, limiter: SharedWind
     try:
         with LOOP.trip():
             user = _acting(*access)
-            admit = functools.partial(_admit, user, limiter)
+            admit = functools.partial(admission, user)
             taken = services.message_intake(conversation=conversation, user=user, turn=turn, admit=admit)
             if taken is None:
                 return None
@@ -202,13 +203,24 @@ def _acting(user, session_key: str | None, permissions: frozenset[str]):
     return now.user
 
 
-def _admit(user, limiter: SharedWindow) -> None:
-    """A new run is within the user's daily token budget and their rate of messages, or RateLimited."""
-    budget = settings.USER_DAILY_TOKEN_BUDGET
-    if budget and selectors.tokens_used_today(user.pk) >= budget:
-        raise RateLimited(_over_budget(budget))
-    if not limiter.allow(user.pk):
-        raise RateLimited(_("You are sending messages too fast. Wait a moment and try again."))
+class Admission:
+    """A turn's check of the user's daily token budget and rate of messages (RateLimited), made once however many
+    ways the turn is tried: on the event loop, then in a database thread, the short way, then the general one. A
+    message counts once towards the rate."""
+
+    def __init__(self, limiter: SharedWindow) -> None:
+        self.limiter = limiter
+        self.admitted = False
+
+    def __call__(self, user) -> None:
+        if self.admitted:
+            return
+        budget = settings.USER_DAILY_TOKEN_BUDGET
+        if budget and selectors.tokens_used_today(user.pk) >= budget:
+            raise RateLimited(_over_budget(budget))
+        if not self.limiter.allow(user.pk):
+            raise RateLimited(_("You are sending messages too fast. Wait a moment and try again."))
+        self.admitted = True
 
 
 def _over_budget(budget: int) -> str:

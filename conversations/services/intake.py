@@ -1,10 +1,12 @@
 """A new message's way in, in the common case, as few and as cheap statements as it allows: one read of the
-conversation and one transaction that takes the gate, stores the message and the answer's row, and audits both.
+conversation, then the gate taken with the message, the answer's row and the audit rows of both stored, all or
+none of it: one statement on PostgreSQL, one transaction on SQLite.
 
 Every run's start waits for this, and each process's starts queue on one database thread, so its cost is the
 time to first token under load (docs/benchmarks.md). Building a query costs Django's ORM several times what the
 database takes to run it: the read and the gate are written here in SQL, over the models' own tables and columns;
-the rows go in with one INSERT for each model, built once (sql.insert). Anything else (a client_id seen before, an
+the rows go in with one INSERT for each model, built once (sql.insert; on PostgreSQL sql.new_rows, within the
+statement that takes the gate). Anything else (a client_id seen before, an
 archived conversation, decisions to settle, a gate held or lapsed) is left to the general path, turn_take under
 run_open, which says so or does it.
 """
@@ -20,7 +22,7 @@ from django.utils import timezone
 
 from .. import selectors
 from ..models import AuditEvent, Conversation, Message, PendingConfirmation
-from ..sql import insert, param, rows, statement
+from ..sql import insert, new_rows, param, rows, statement, stored
 from .conversations import title_from_text
 from .messages import without_files
 from .turns import Turn
@@ -55,12 +57,22 @@ SET {Conversation.active_run_id} = %s, {Conversation.active_run_since} = %s, {Co
   {Conversation.title} = %s, {Conversation.updated_at} = %s
 WHERE {Conversation.id} = %s AND {Conversation.active_run_id} IS NULL
 """
+# On PostgreSQL, the gate and the rows that go with it, in one statement: the rows only if the gate was free.
+STORE = """
+WITH gate AS ({claim} RETURNING 1),
+stored AS (INSERT INTO {messages} WHERE EXISTS (SELECT FROM gate) RETURNING {{Message.id}}),
+audited AS (INSERT INTO {audits} WHERE EXISTS (SELECT FROM gate))
+SELECT {{Message.id}} FROM stored ORDER BY {{Message.id}}
+"""
+# The first audit row's data (message sent) with the user's message's id, which the statement gives it.
+MESSAGE_ID = ((0, "data", "({} || jsonb_build_object('message_id', (SELECT min({Message.id}) FROM stored)))"),)
 
 
 def message_intake(*, conversation: Conversation, user, turn: Turn, admit: Callable[[], None]) -> Intake | None:
     """Take `turn` (a message without attachments) in and open its run, or None, storing nothing, when it is not
-    the common case. The conversation is read again in place. `admit` runs once the gate is taken and may raise
-    (the budget, the rate limit): nothing is stored then."""
+    the common case. The conversation is read again in place. `admit` runs before anything is stored (on SQLite
+    once the gate is taken, on PostgreSQL before it is tried) and may raise (the budget, the rate limit): nothing
+    is stored then."""
     statuses = [PendingConfirmation.Status.PENDING, *PendingConfirmation.DECIDED]
     params = [turn.client_id, user.pk, *statuses, param(Conversation, "id", conversation.pk)]
     fresh = next(iter(rows(Conversation, statement(STATE), params)), None)
@@ -84,31 +96,52 @@ def message_intake(*, conversation: Conversation, user, turn: Turn, admit: Calla
         status=Message.Status.STREAMING,
         metadata={"run_id": str(run_id)},
     )
+    audits = [
+        AuditEvent(
+            kind=AuditEvent.Kind.MESSAGE_SENT,
+            actor=user,
+            conversation=conversation,
+            data={"client_id": turn.client_id, "length": len(turn.content)},  # and the message's id
+        ),
+        AuditEvent(
+            kind=AuditEvent.Kind.RUN_STARTED, actor=user, conversation=conversation, data={"run_id": str(run_id)}
+        ),
+    ]
+    store = _store_in_one_statement if connection.vendor == "postgresql" else _store_in_a_transaction
     try:
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(statement(CLAIM), claim)
-                if cursor.rowcount != 1:
-                    return None
-            admit()
-            insert([question, answer])
-            insert(
-                [
-                    AuditEvent(
-                        kind=AuditEvent.Kind.MESSAGE_SENT,
-                        actor=user,
-                        conversation=conversation,
-                        data={"message_id": question.pk, "client_id": turn.client_id, "length": len(turn.content)},
-                    ),
-                    AuditEvent(
-                        kind=AuditEvent.Kind.RUN_STARTED,
-                        actor=user,
-                        conversation=conversation,
-                        data={"run_id": str(run_id)},
-                    ),
-                ]
-            )
+        if not store(claim, [question, answer], audits, admit):
+            return None  # the gate is held: the general path says the conversation is busy, or takes it over
     except IntegrityError:
         return None  # the same client_id, stored meanwhile by another socket: the general path echoes it
     conversation.title, conversation.updated_at = title, now
     return Intake(run_id, without_files(question), answer.pk, bool(fresh.has_files))
+
+
+def _store_in_one_statement(claim: list, messages: list[Message], audits: list[AuditEvent], admit) -> bool:
+    """The gate, the messages and their audit rows in one statement (PostgreSQL), all or none of it: a run's start
+    waits for one answer of the server instead of five (BEGIN, the gate, two inserts, COMMIT). The rate is counted
+    first, so `admit` runs before the gate is known to be free."""
+    admit()
+    new_messages, message_params = new_rows(messages)
+    new_audits, audit_params = new_rows(audits, computed=MESSAGE_ID)
+    with connection.cursor() as cursor:
+        sql = statement(STORE.format(claim=CLAIM, messages=new_messages, audits=new_audits))
+        cursor.execute(sql, [*claim, *message_params, *audit_params])
+        keys = [key for (key,) in cursor.fetchall()]
+    if not keys:
+        return False
+    stored(messages, keys)
+    return True
+
+
+def _store_in_a_transaction(claim: list, messages: list[Message], audits: list[AuditEvent], admit) -> bool:
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(statement(CLAIM), claim)
+            if cursor.rowcount != 1:
+                return False
+        admit()
+        insert(messages)
+        audits[0].data = {"message_id": messages[0].pk, **audits[0].data}
+        insert(audits)
+    return True

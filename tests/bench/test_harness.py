@@ -107,14 +107,19 @@ def test_write_counter_counts_only_statements_that_change_rows():
         '  update "conversations_conversation" SET x = 1',
         'DELETE FROM "conversations_message" WHERE id = 1',
         'SELECT "id" FROM "conversations_message"',
+        'SELECT "id" FROM "conversations_message" FOR UPDATE',
+        'WITH gate AS (UPDATE "conversations_conversation" SET x = 1 RETURNING 1), '
+        'stored AS (INSERT INTO "conversations_message" ("content") SELECT * FROM (VALUES (%s)) AS new RETURNING id) '
+        "SELECT id FROM stored",
+        'WITH seen AS (SELECT "id" FROM "conversations_message" FOR UPDATE OF "conversations_message") SELECT 1',
         "BEGIN IMMEDIATE",
         "SAVEPOINT s1",
     ):
         counter.see(sql)
     assert counter.snapshot() == {
-        "INSERT conversations_message": 1,
+        "INSERT conversations_message": 2,
         "UPDATE conversations_message": 1,
-        "UPDATE conversations_conversation": 1,
+        "UPDATE conversations_conversation": 2,
         "DELETE conversations_message": 1,
     }
 
