@@ -12,8 +12,8 @@ from dataclasses import dataclass
 TOKEN = re.compile(r"^([A-Za-z0-9_-]+)\.(\d+)$")
 # Fewer samples than this make a 99th percentile little more than the slowest one: it is not reported.
 MIN_P99_SAMPLES = 100
-# Capacity: the most concurrent streams whose added time to first token stays within this at p99, intact.
-CAPACITY_ADDED_P99_MS = 250.0
+# Capacity: the most concurrent streams whose added time to first token stays within this at p50 and p99, intact.
+CAPACITY_ADDED_MS = 250.0
 # Below this many streams a probe needs more rounds than the search's time allows.
 CAPACITY_FLOOR = 10
 
@@ -92,9 +92,13 @@ def intact(summary: dict) -> bool:
 
 
 def within_capacity(level: dict) -> bool:
-    """A level (or a capacity probe) the server carried: added TTFT p99 within the bound, every run intact."""
-    added = level["added_ttft_p99_ms"]
-    return added is not None and added <= CAPACITY_ADDED_P99_MS and intact(level["agentchat"])
+    """A level (or a capacity probe) the server carried: added TTFT p99 within the bound, every run intact.
+
+    The added p99 is AgentChat's p99 less the direct client's. When the machine stalls during a direct round, the
+    direct tail outgrows AgentChat's and the added p99 falls below the added median, even below zero: the median
+    is held to the bound too, so that such a round does not pass on its p99 alone."""
+    added = [level["added_ttft_p50_ms"], level["added_ttft_p99_ms"]]
+    return None not in added and max(added) <= CAPACITY_ADDED_MS and intact(level["agentchat"])
 
 
 def bracket(results: dict[int, bool]) -> tuple[int, int | None]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from bench.checks import MIN_P99_SAMPLES, bracket, check_stream, next_probe, percentile
+from bench.checks import MIN_P99_SAMPLES, bracket, check_stream, next_probe, percentile, within_capacity
 from bench.clients import StreamPlan, StreamResult
 from bench.fake_provider import Pace, _reply_for, expected_text, prompt, serve, token
 from bench.measures import summarize
@@ -284,6 +284,22 @@ def _level(streams: int, rounds: int, setup: str = "sqlite", lose: int = 0, fail
         "added_ttft_p50_ms": legs["agentchat"]["ttft_p50_ms"] - legs["direct"]["ttft_p50_ms"],
         "added_ttft_p99_ms": None,
     }
+
+
+@pytest.mark.parametrize(
+    ("p50", "p99", "carried"),
+    [
+        (90.0, 240.0, True),
+        (90.0, 260.0, False),
+        # A stall in the direct round: its tail outgrew AgentChat's, while AgentChat added 408 ms at the median.
+        (408.0, -680.0, False),
+        (90.0, None, False),
+    ],
+)
+def test_a_probe_is_carried_only_with_its_added_median_and_p99_within_the_bound(p50, p99, carried):
+    level = _level(50, 2) | {"added_ttft_p50_ms": p50, "added_ttft_p99_ms": p99}
+    assert within_capacity(level) is carried
+    assert within_capacity(_level(50, 2, fail=True) | {"added_ttft_p50_ms": 90.0, "added_ttft_p99_ms": 240.0}) is False
 
 
 def _report(*levels: dict, probes: tuple = ()) -> dict:
