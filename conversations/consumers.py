@@ -202,6 +202,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             await self._error("INVALID", _('Every frame is a JSON object with a "type".'))
             return
+        if _holds_nul(frame):
+            await self._error("INVALID", _("Text in a frame cannot hold the NUL character (\\u0000)."))
+            return
         await self.receive_json(frame)
 
     async def receive_json(self, content: dict[str, Any], **kwargs) -> None:
@@ -437,6 +440,23 @@ def _is_uuid(value) -> bool:
     except ValueError:
         return False
     return isinstance(value, str)
+
+
+def _holds_nul(value: Any) -> bool:
+    """Whether a JSON value holds the NUL character in a string or a key: PostgreSQL stores it in neither text nor
+    jsonb, and SQLite would keep what PostgreSQL refuses."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _nesting(value: Any) -> int:

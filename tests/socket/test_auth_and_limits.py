@@ -355,6 +355,10 @@ async def test_a_binary_frame_is_invalid(sockets, conversation, alice):
         pytest.param({"content": "Hi", "context": [{"focus": 1}]}, id="context-list"),
         pytest.param({"content": "Hi", "context": []}, id="context-empty-list"),
         pytest.param({"content": "Hi", "context": 7}, id="context-number"),
+        pytest.param({"content": "nul\x00here"}, id="content-nul"),
+        pytest.param({"content": "Hi", "client_id": "c\x001"}, id="client-id-nul"),
+        pytest.param({"content": "Hi", "context": {"focus": ["a\x00"]}}, id="context-value-nul"),
+        pytest.param({"content": "Hi", "context": {"fo\x00cus": 1}}, id="context-key-nul"),
     ],
 )
 async def test_invalid_message_frames_store_nothing(llm, sockets, conversation, alice, fields):
