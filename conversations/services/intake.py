@@ -6,9 +6,8 @@ Every run's start waits for this, and each process's starts queue on one databas
 time to first token under load (docs/benchmarks.md). Building a query costs Django's ORM several times what the
 database takes to run it: the read and the gate are written here in SQL, over the models' own tables and columns;
 the rows go in with one INSERT for each model, built once (sql.insert; on PostgreSQL sql.new_rows, within the
-statement that takes the gate). Anything else (a client_id seen before, an
-archived conversation, decisions to settle, a gate held or lapsed) is left to the general path, turn_take under
-run_open, which says so or does it.
+statement that takes the gate). Anything else (a client_id seen before, an archived conversation, decisions to
+settle, a gate held or lapsed) is left to the general path, turn_take under run_open, which says so or does it.
 """
 
 from __future__ import annotations
