@@ -9,6 +9,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from channels.consumer import get_handler_name
@@ -442,29 +443,24 @@ def _is_uuid(value) -> bool:
     return isinstance(value, str)
 
 
+def _walk(value: Any) -> Iterator[tuple[Any, int]]:
+    """Every value and key in a JSON value, with the depth it sits at (without recursion: the value may be very
+    deep)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        yield item, depth
+        if isinstance(item, dict | list):
+            children = (*item, *item.values()) if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+
+
 def _holds_nul(value: Any) -> bool:
     """Whether a JSON value holds the NUL character in a string or a key: PostgreSQL stores it in neither text nor
     jsonb, and SQLite would keep what PostgreSQL refuses."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
+    return any(isinstance(item, str) and "\x00" in item for item, _ in _walk(value))
 
 
 def _nesting(value: Any) -> int:
-    """How deep objects and arrays nest in a JSON value (without recursion: the value may be very deep)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
+    """How deep objects and arrays nest in a JSON value."""
+    return max((depth for item, depth in _walk(value) if isinstance(item, dict | list)), default=0)

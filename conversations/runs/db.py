@@ -165,7 +165,7 @@ async def take_turn(
 
 def _message_here(conversation, access, turn: services.Turn, admission: Admission, registry) -> Accepted | None:
     """A new message taken in on the event loop, or None when it is not the common case or the loop could not take
-    it (loop_trip.Unavailable before the message was in: its transaction rolled back, or, should a COMMIT's answer
+    it (loop_trip.Unavailable before the message was in: its write rolled back, or, should the answer to its write
     never come, in doubt, as after any lost connection). Once the message is in, a round's inputs the loop could
     not read are left to the run, which reads them in a database thread."""
     taken = inputs = None

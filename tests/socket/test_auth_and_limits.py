@@ -21,6 +21,7 @@ from websockets.exceptions import InvalidStatus
 
 from agentchat.asgi import application
 from conversations import consumers, runs, services
+from conversations.consumers import MAX_CONTEXT_DEPTH
 from conversations.models import AuditEvent, Message
 from conversations.ratelimit import SharedWindow
 from tests.fake_provider import Reply
@@ -71,6 +72,14 @@ def alice_cookie(alice) -> str:
 @pytest.fixture
 def bob_cookie(bob) -> str:
     return session_cookie(bob)
+
+
+def nested(levels: int) -> dict:
+    """A context of `levels` objects, one inside the other."""
+    context: dict = {}
+    for _ in range(levels - 1):
+        context = {"focus": context}
+    return context
 
 
 def chat_path(conversation_id) -> str:
@@ -359,6 +368,7 @@ async def test_a_binary_frame_is_invalid(sockets, conversation, alice):
         pytest.param({"content": "Hi", "client_id": "c\x001"}, id="client-id-nul"),
         pytest.param({"content": "Hi", "context": {"focus": ["a\x00"]}}, id="context-value-nul"),
         pytest.param({"content": "Hi", "context": {"fo\x00cus": 1}}, id="context-key-nul"),
+        pytest.param({"content": "Hi", "context": nested(MAX_CONTEXT_DEPTH + 1)}, id="context-too-deep"),
     ],
 )
 async def test_invalid_message_frames_store_nothing(llm, sockets, conversation, alice, fields):
@@ -368,6 +378,14 @@ async def test_invalid_message_frames_store_nothing(llm, sockets, conversation, 
     await still_works(socket)  # and no echo, no run: nothing else arrived
     assert await stored_messages(conversation) == 0
     assert llm.requests == []
+
+
+async def test_a_context_nested_as_deep_as_allowed_is_accepted(llm, sockets, conversation, alice):
+    llm.script(Reply(text="ok"))
+    socket = await sockets(conversation, alice)
+    await socket.send({"type": "message", "content": "Hi", "context": nested(MAX_CONTEXT_DEPTH)})
+    frames = await socket.receive_until("run_finished")
+    assert frames[0]["type"] == "message" and frames[-1]["status"] == "completed"
 
 
 async def test_a_client_id_of_64_chars_is_accepted(llm, sockets, conversation, alice):
