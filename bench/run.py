@@ -39,6 +39,7 @@ from .clients import (
     StreamResult,
     agentchat_stream,
     close_sockets,
+    direct_client,
     direct_stream,
     not_opened,
     open_sockets,
@@ -268,9 +269,7 @@ async def measure(
 ) -> None:
     first = len(report["setups"]) == 1
     api = Api(stack.servers[0], stack.password)
-    direct = openai.AsyncOpenAI(
-        api_key="sk-bench-not-a-secret", base_url=stack.provider_url, max_retries=0, timeout=120
-    )
+    direct = direct_client(stack.provider_url)
     sampler = MemorySampler(stack.servers)
     try:
         bench = Bench(args, setup, stack, api, direct, await api.sign_in(), sampler)

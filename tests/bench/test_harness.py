@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from bench.checks import MIN_P99_SAMPLES, bracket, check_stream, next_probe, percentile, within_capacity
-from bench.clients import StreamPlan, StreamResult
+from bench.clients import StreamPlan, StreamResult, direct_client, direct_stream
 from bench.fake_provider import Pace, _reply_for, expected_text, prompt, serve, token
 from bench.measures import summarize
 from bench.report import clearly_more, hot_spots, markdown, render, targets
@@ -67,6 +67,22 @@ async def test_fake_provider_serves_many_streams_at_once(provider):
     finally:
         await client.close()
     assert texts == [expected_text(f"s{index}", 20) for index in range(40)]
+
+
+async def test_direct_leg_reads_each_stream_whole_and_times_its_first_token(provider):
+    client = direct_client(provider)
+    start = asyncio.Event()
+    plans = [StreamPlan(f"p{index}", 30, Pace(ttft=0.05, rate=1000)) for index in range(20)]
+    streams = [asyncio.create_task(direct_stream(client, plan, start, timeout=10)) for plan in plans]
+    start.set()
+    try:
+        results = await asyncio.gather(*streams)
+    finally:
+        await client.close()
+    for plan, result in zip(plans, results, strict=True):
+        assert "".join(result.tokens_text) == expected_text(plan.tag("direct"), 30)
+        assert (result.status, result.error, result.integrity.ok) == ("completed", "", True)
+        assert 0.05 <= result.ttft < 10
 
 
 def test_check_stream_finds_nothing_wrong_in_the_scripted_text():
