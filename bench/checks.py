@@ -92,7 +92,7 @@ def intact(summary: dict) -> bool:
 
 
 def within_capacity(level: dict) -> bool:
-    """A level (or a capacity probe) the server carried: added TTFT p99 within the bound, every run intact.
+    """A level (or a capacity probe) the server carried: added TTFT p50 and p99 within the bound, every run intact.
 
     The added p99 is AgentChat's p99 less the direct client's. When the machine stalls during a direct round, the
     direct tail outgrows AgentChat's and the added p99 falls below the added median, even below zero: the median
