@@ -551,7 +551,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
                 if y is not None:
                     left.annotate(f"{y:,.0f}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8)
         if setup is report["setups"][0]:
-            for side, label in (("direct", "direct openai"), ("agentchat", "AgentChat")):
+            for side, label in (("direct", "direct"), ("agentchat", "AgentChat")):
                 for percentile, style in ((50, "o-"), (99, "s--")):
                     values = [level[side][f"ttft_p{percentile}_ms"] for level in levels]
                     right.plot(streams, values, style, label=f"{label} p{percentile} ({name})")
@@ -562,7 +562,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
         left.set_yscale("log")
     else:
         left.set_yscale("symlog", linthresh=1)
-    left.set(xscale="log", xlabel="concurrent streams", ylabel="ms more than the direct openai client")
+    left.set(xscale="log", xlabel="concurrent streams", ylabel="ms more than the direct client")
     left.set_title("Added time to first token")
     left.grid(True, which="both", alpha=0.3)
     left.legend(fontsize=8)

@@ -1,9 +1,9 @@
-"""`make bench`: AgentChat streaming side by side with a direct `openai` client, measured by the clients' clocks.
+"""`make bench`: AgentChat streaming side by side with a direct client of the provider, measured by the clients' clocks.
 
 One process tree per setup: this driver starts the fake provider (bench/fake_provider.py) and the server
 (bench/server.py): first daphne on a throwaway SQLite file, then, when PostgreSQL and Redis are there
 (DATABASE_URL and REDIS_URL, or their usual loopback ports), two daphne processes on a throwaway PostgreSQL
-database with Redis. At each concurrency level, round after round, N direct `openai.AsyncOpenAI` streams and
+database with Redis. At each concurrency level, round after round, N direct streams (aiohttp) and
 N WebSocket clients (each: a conversation of its own made over the REST API with a JWT, first-frame auth,
 one message, read until `run_finished`) ask for the same N streams, the direct client first in every other
 round. Then it searches each setup's capacity: the most concurrent streams it carries within the bound on
@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import openai
+import aiohttp
 
 from .checks import MIN_P99_SAMPLES, Integrity, bracket, intact, next_probe, within_capacity
 from .clients import (
@@ -78,7 +78,7 @@ class Bench:
     setup: Setup
     stack: Stack
     api: Api
-    direct: openai.AsyncOpenAI
+    direct: aiohttp.ClientSession
     token: str
     sampler: MemorySampler
 
@@ -117,12 +117,12 @@ def round_order(index: int) -> tuple[str, str]:
 
 
 async def play_round(
-    leg: str, direct: openai.AsyncOpenAI, sockets: list, plan: list[StreamPlan], timeout: float
+    leg: str, bench: Bench, sockets: list, plan: list[StreamPlan], timeout: float
 ) -> list[StreamResult]:
     """One round of one leg: every stream's task made first, then all started by one signal."""
     start = asyncio.Event()
     if leg == "direct":
-        streams = [direct_stream(direct, one, start, timeout) for one in plan]
+        streams = [direct_stream(bench.direct, one, start, timeout) for one in plan]
     else:
         streams = [
             not_opened(ws, one) if isinstance(ws, BaseException) else agentchat_stream(ws, one, start, timeout)
@@ -154,7 +154,7 @@ async def run_level(bench: Bench, level: Level, profile: Profile | None = None) 
             for leg in round_order(index):
                 started = time.perf_counter()
                 cpu_before = {server.name: cpu_seconds(server.pid) for server in stack.servers}
-                legs[leg].append(await play_round(leg, bench.direct, mine, plan, deadline - time.monotonic()))
+                legs[leg].append(await play_round(leg, bench, mine, plan, deadline - time.monotonic()))
                 if leg == "agentchat":
                     agentchat_seconds += time.perf_counter() - started
                     for server in stack.servers:

@@ -1,4 +1,5 @@
-"""A scriptable OpenAI-compatible chat-completions server on 127.0.0.1, for driving the real `openai` client.
+"""A scriptable OpenAI-compatible chat-completions server on 127.0.0.1, for driving a real client over HTTP: the
+provider, and the `openai` SDK, which tells that the server speaks the wire format as OpenAI's own client reads it.
 
     with FakeLLM() as llm:
         llm.script(Reply(text="Hello!"), Reply(tool_calls=[("search", {"q": "x"})]))
@@ -57,6 +58,9 @@ class Reply:
     malformed_chunk: str = "{not json"
     # (prompt_tokens, completion_tokens) reported when the request asks for usage; None: reported by no chunk.
     usage: tuple[int, int] | None = (12, 7)
+    # How a stream's events are written: "lf", or "crlf": CRLF line ends, a comment before each event, `data:`
+    # without a space, and each chunk's JSON over two `data:` lines (all of it allowed by the event-stream format).
+    framing: str = "lf"
 
 
 @dataclass
@@ -190,8 +194,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if sent == reply.malformed_after:
                 self._write_chunk(f"data: {reply.malformed_chunk}\n\n".encode())
-            self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
-        self._write_chunk(b"data: [DONE]\n\n")
+            self._write_chunk(_event(json.dumps(chunk), reply.framing))
+        self._write_chunk(_event("[DONE]", reply.framing))
         self.wfile.write(b"0\r\n\r\n")
 
     def _write_chunk(self, data: bytes) -> None:
@@ -319,6 +323,14 @@ class FakeLLM(LoopbackService):
         if (body.get("stream_options") or {}).get("include_usage") and reply.usage is not None:
             chunks.append({**envelope, "choices": [], "usage": _usage(reply.usage)})
         return chunks
+
+
+def _event(data: str, framing: str) -> bytes:
+    if framing == "lf":
+        return f"data: {data}\n\n".encode()
+    head, comma, tail = data.partition(", ")
+    lines = f"data:{head}{comma}\r\ndata:{tail}" if comma else f"data:{data}"
+    return f": keep-alive\r\n{lines}\r\n\r\n".encode()
 
 
 def _usage(counts: tuple[int, int]) -> dict[str, int]:

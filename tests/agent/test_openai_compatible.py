@@ -1,4 +1,4 @@
-"""OpenAICompatibleProvider with the real `openai` client against a real local server (tests/fake_provider.py)."""
+"""OpenAICompatibleProvider against a real local server (tests/fake_provider.py), read as the `openai` SDK reads it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import logging
 import time
 from contextlib import asynccontextmanager
 
+import openai
 import pytest
 
 from agentchat.agent.providers import (
@@ -19,6 +20,7 @@ from agentchat.agent.providers import (
     ProviderNotConfigured,
     TextDelta,
     get_provider,
+    openai_compatible,
 )
 from agentchat.agent.providers.openai_compatible import OpenAICompatibleProvider
 from tests.fake_provider import ARGUMENT_PIECE, Reply
@@ -42,7 +44,7 @@ async def open_provider(config: ProviderConfig):
     try:
         yield provider
     finally:
-        await provider.client.close()
+        await provider.close()
 
 
 @pytest.fixture
@@ -135,6 +137,87 @@ async def test_stream_two_tool_calls_in_one_round_with_text_before(provider, fak
     ]
     first, second = final.tool_calls
     assert first["id"] and second["id"] and first["id"] != second["id"]
+
+
+ANSWERS = {
+    "text": Reply(text="Revenue grew by twelve percent this quarter."),
+    "tool calls after text": Reply(
+        text="Let me check both.",
+        tool_calls=[
+            ("search_dashboards", {"query": "sales", "limit": 5}, "call_1"),
+            ("dashboard_health", {}, "call_2"),
+        ],
+    ),
+    "without usage": Reply(text="No counts here.", usage=None),
+}
+
+
+async def sdk_answer(base_url: str, mode: str) -> ProviderChatResponse:
+    """The answer as the `openai` SDK reads it, typed, in the provider's terms."""
+    async with openai.AsyncOpenAI(api_key=KEY, base_url=base_url, max_retries=0) as client:
+        request = {"model": "fake-model", "messages": [{"role": "user", "content": "Hi"}]}
+        if mode == "chat":
+            completion = await client.chat.completions.create(**request)
+            choice = completion.choices[0]
+            content, finish_reason = choice.message.content or "", choice.finish_reason
+            calls = [(call.id, call.function.name, call.function.arguments) for call in choice.message.tool_calls or []]
+            usage = completion.usage
+        else:
+            text, pieces, finish_reason, usage = [], {}, None, None
+            stream = await client.chat.completions.create(
+                **request, stream=True, stream_options={"include_usage": True}
+            )
+            async for chunk in stream:
+                usage = chunk.usage or usage
+                for choice in chunk.choices:
+                    text.append(choice.delta.content or "")
+                    for call in choice.delta.tool_calls or []:
+                        piece = pieces.setdefault(call.index, ["", "", ""])
+                        piece[0] = call.id or piece[0]
+                        piece[1] += call.function.name or ""
+                        piece[2] += call.function.arguments or ""
+                    finish_reason = choice.finish_reason or finish_reason
+            content, calls = "".join(text), [tuple(piece) for _, piece in sorted(pieces.items())]
+    return ProviderChatResponse(
+        content=content,
+        tool_calls=[{"id": id_, "name": name, "args": json.loads(arguments)} for id_, name, arguments in calls],
+        finish_reason=finish_reason,
+        usage=usage and {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+    )
+
+
+@pytest.mark.parametrize("mode", ["stream", "chat"])
+@pytest.mark.parametrize("reply", ANSWERS.values(), ids=ANSWERS.keys())
+async def test_an_answer_reads_as_the_openai_sdk_reads_it(provider, fake_llm, mode, reply):
+    fake_llm.script(reply, reply)
+
+    ours = await answer(provider, ask(), mode)
+
+    assert ours == await sdk_answer(fake_llm.base_url, mode)
+    assert ours.content == reply.text
+    assert [call["name"] for call in ours.tool_calls] == [name for name, *_ in reply.tool_calls]
+
+
+async def test_a_stream_framed_otherwise_reads_the_same(provider, fake_llm):
+    # CRLF line ends, a comment before each event, `data:` without its space, and each chunk's JSON over two lines.
+    reply = ANSWERS["tool calls after text"]
+    fake_llm.script(reply, dataclasses.replace(reply, framing="crlf"))
+
+    plain, framed = [await collect(provider.stream(ask())) for _ in range(2)]
+
+    assert framed == plain
+    assert framed[-1].content == "Let me check both." and len(framed[-1].tool_calls) == 2
+
+
+async def test_a_stream_line_over_the_limit_ends_the_answer_unread(provider, fake_llm, logs, monkeypatch):
+    monkeypatch.setattr(openai_compatible, "MAX_LINE_BYTES", 100)
+    fake_llm.script(Reply(text="Revenue grew."))
+
+    with pytest.raises(ProviderError) as info:
+        await collect(provider.stream(ask()))
+
+    assert info.value.retryable and "could not be read" in info.value.message
+    assert_key_kept_secret(logs, info.value)
 
 
 # --- one whole answer --------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ class User:
 async def provider(openai_config):
     provider = get_provider(openai_config)
     yield provider
-    await provider.client.close()
+    await provider.close()
 
 
 @pytest.fixture
