@@ -24,6 +24,7 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(db.LOOP is None, reason="DATABASE_TRIP_ON_LOOP is off: the database threads take every trip"),
 ]
+sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="the loop thread's own SQLite connection")
 postgresql_only = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the event loop's own PostgreSQL connection"
 )
@@ -71,6 +72,29 @@ async def test_a_message_is_taken_and_its_run_started_while_the_database_threads
     await started_while_the_database_threads_are_busy(socket, HI)
     finished = (await socket.receive_until("run_finished"))[-1]
     assert finished["status"] == "completed"
+    assert await stored(conversation) == [("user", "Hi"), ("assistant", "Hello there")]
+
+
+def autocheckpoint() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_autocheckpoint")
+        [(pages,)] = cursor.fetchall()
+    return pages
+
+
+@sqlite_only
+async def test_the_loop_leaves_copying_the_log_into_the_database_to_the_database_threads(
+    llm, sockets, conversation, alice
+):
+    # Copying the write-ahead log into the database file, and syncing it, takes milliseconds: not on the loop.
+    llm.script(Reply(text="Hello there"))
+    socket = await sockets(conversation, alice)
+    await started_while_the_database_threads_are_busy(socket, HI)
+    assert (await socket.receive_until("run_finished"))[-1]["status"] == "completed"
+
+    with loop_trip.loop_set_aside():
+        on_the_loop = autocheckpoint()
+    assert (on_the_loop, await db.database_sync_to_async(autocheckpoint)()) == (0, 1000)
     assert await stored(conversation) == [("user", "Hi"), ("assistant", "Hello there")]
 
 
