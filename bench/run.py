@@ -117,12 +117,12 @@ def round_order(index: int) -> tuple[str, str]:
 
 
 async def play_round(
-    leg: str, bench: Bench, sockets: list, plan: list[StreamPlan], timeout: float
+    leg: str, direct: aiohttp.ClientSession, sockets: list, plan: list[StreamPlan], timeout: float
 ) -> list[StreamResult]:
     """One round of one leg: every stream's task made first, then all started by one signal."""
     start = asyncio.Event()
     if leg == "direct":
-        streams = [direct_stream(bench.direct, one, start, timeout) for one in plan]
+        streams = [direct_stream(direct, one, start, timeout) for one in plan]
     else:
         streams = [
             not_opened(ws, one) if isinstance(ws, BaseException) else agentchat_stream(ws, one, start, timeout)
@@ -154,7 +154,7 @@ async def run_level(bench: Bench, level: Level, profile: Profile | None = None) 
             for leg in round_order(index):
                 started = time.perf_counter()
                 cpu_before = {server.name: cpu_seconds(server.pid) for server in stack.servers}
-                legs[leg].append(await play_round(leg, bench, mine, plan, deadline - time.monotonic()))
+                legs[leg].append(await play_round(leg, bench.direct, mine, plan, deadline - time.monotonic()))
                 if leg == "agentchat":
                     agentchat_seconds += time.perf_counter() - started
                     for server in stack.servers:
