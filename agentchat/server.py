@@ -17,7 +17,9 @@ Here, instead:
   fits a conversation to the context budget;
 - a WebSocket message over `FRAME_READ_LIMIT` closes the socket with 1009 (autobahn, by default,
   drops the TCP connection without a close frame); a message between the protocol's 1 MiB and that
-  is read, and answered `TOO_LARGE` by the consumer.
+  is read, and answered `TOO_LARGE` by the consumer;
+- a closed socket's objects are freed as it closes: daphne and autobahn leave some in cycles, which only the garbage
+  collector's older passes would free, with every socket of the process waiting.
 
 daphne builds its factories inside `Server.run()` from the names `daphne.server.HTTPFactory` and
 `daphne.server.WebSocketFactory` and offers no other way in, so `main()` puts ours under those names.
@@ -37,7 +39,7 @@ import daphne.server
 import django
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
-from daphne.ws_protocol import WebSocketFactory
+from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 from django.conf import settings
 from django.http.cookie import parse_cookie
 from django.utils import translation
@@ -86,6 +88,13 @@ class GuardedRequest(WebRequest):
             self.channel.refuse(413, b"Content Too Large", too_large(self.body_limit))
             return
         super().handleContentChunk(data)
+
+    def process(self) -> None:
+        super().process()
+        if self.transport is None:
+            # daphne handed the connection to a WebSocket protocol, so this request and its channel will hear nothing
+            # more. Holding each other, they would wait for the collector's next pass; let go, they are freed now.
+            self.channel.requests.remove(self)
 
 
 class GuardedChannel(http.HTTPChannel):
@@ -150,7 +159,17 @@ class GuardedHTTPFactory(HTTPFactory):
         return channel
 
 
+class ReleasingWebSocketProtocol(WebSocketProtocol):
+    def connectionLost(self, reason) -> None:
+        super().connectionLost(reason)
+        # autobahn resolves `is_closed` with the protocol itself. Kept, that cycle outlives the socket until a full pass
+        # of the collector, which holds every socket of the process while it walks what closed sockets left behind.
+        self.is_closed = None
+
+
 class ClosingWebSocketFactory(WebSocketFactory):
+    protocol = ReleasingWebSocketProtocol
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.setProtocolOptions(failByDrop=False)

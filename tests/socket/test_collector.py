@@ -1,0 +1,60 @@
+"""A closed socket leaves nothing for the garbage collector (agentchat/server.py, docs/benchmarks.md "The collector").
+
+What the collector frees, it frees in a pass on the event loop, with every socket of the process waiting. A socket's
+objects (daphne's and autobahn's protocol, the HTTP channel and request it was upgraded from, the consumer and its
+run) are freed by reference counting as it closes instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+
+import pytest
+
+from tests.fake_provider import Reply
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
+
+PROBE = "tests.collector_probe"  # named, not imported: only the server process installs its signal handler
+REPORT_ENV = "AGENTCHAT_TEST_COLLECTOR_REPORT"
+
+
+async def probe(server, report) -> dict:
+    report.unlink(missing_ok=True)
+    os.kill(server.pid, signal.SIGUSR2)
+    async with asyncio.timeout(10):
+        while not report.exists():
+            await asyncio.sleep(0.05)
+    return json.loads(report.read_text())
+
+
+async def test_sockets_that_streamed_an_answer_and_closed_leave_nothing_in_cycles(
+    daphnes, remote_sockets, fake_llm, conversation, alice, tmp_path
+):
+    report = tmp_path / "collector.json"
+    fake_llm.script(*(Reply(text=f"Answer {index}.") for index in range(3)))
+    (server,) = await asyncio.to_thread(daphnes, 1, preload=[PROBE], env={REPORT_ENV: str(report)})
+    await probe(server, report)  # what starting the server left
+
+    sockets = [await remote_sockets(server, conversation, alice) for _ in range(3)]
+    for index, socket in enumerate(sockets):
+        await socket.send({"type": "message", "content": f"Question {index}"})
+        frames = await socket.receive_until("run_finished")
+        assert frames[-1]["status"] == "completed", frames
+    for socket in sockets:
+        await socket.close()
+
+    collected: dict[str, int] = {}
+    async with asyncio.timeout(20):
+        while True:  # daphne lets go of a closed socket's protocol on its next check, within a second or two
+            seen = await probe(server, report)
+            for kind, count in seen["collected"].items():
+                collected[kind] = collected.get(kind, 0) + count
+            if seen["existing"] == 0:
+                break
+            await asyncio.sleep(0.5)
+
+    assert collected == {}
