@@ -77,9 +77,25 @@ def _detail(result: StreamResult) -> dict[str, Any]:
 def total_writes(stack: Stack) -> dict[str, int]:
     merged: dict[str, int] = {}
     for server in stack.servers:
-        for key, value in server.db_writes().items():
+        for key, value in server.counts()["by_statement"].items():
             merged[key] = merged.get(key, 0) + value
     return merged
+
+
+def collector_passes(stack: Stack) -> dict[str, list[list[float]]]:
+    """Each server's collector passes so far, [generation, ms] each."""
+    return {server.name: server.counts()["collections"] for server in stack.servers}
+
+
+def collector_summary(passes: dict[str, list[list[float]]], before: dict[str, list[list[float]]]) -> dict[str, Any]:
+    """The servers' passes since `before` (their lists then), together: how many of each generation, their
+    milliseconds in all, the longest."""
+    every = [one for name, listed in passes.items() for one in listed[len(before.get(name, ())) :]]
+    return {
+        "passes_by_generation": [sum(1 for generation, _ in every if generation == g) for g in range(3)],
+        "ms": sum(ms for _, ms in every),
+        "longest_ms": max((ms for _, ms in every), default=0.0),
+    }
 
 
 async def settled_writes(stack: Stack, quiet: float = 0.3, limit: float = 10) -> dict[str, int]:

@@ -211,6 +211,7 @@ def level_rows(report: dict[str, Any]) -> list[list[str]]:
             "AgentChat p50 echo / run_started ms",
             "DB writes/run (allowed)",
             "server CPU ms/run",
+            "collector ms (longest)",
             "peak RSS MB",
             "lost/dup/reordered/seq gaps",
         ]
@@ -230,6 +231,7 @@ def level_rows(report: dict[str, Any]) -> list[list[str]]:
                 f"{fmt(chat['echo_p50_ms'])} / {fmt(chat['run_started_p50_ms'])}",
                 f"{fmt(chat['db_writes_per_run'])} ({fmt(writes_allowed(chat))})",
                 fmt(chat["server_cpu_ms_per_run"]),
+                f"{fmt(chat['collector']['ms'], 0)} ({fmt(chat['collector']['longest_ms'], 0)})",
                 fmt(max(chat["peak_rss_mb"].values()) if chat["peak_rss_mb"] else None, 0),
                 f"{chat['lost']}/{chat['duplicated']}/{chat['reordered']}/{chat['seq_problems']}",
             ]

@@ -46,7 +46,15 @@ from .clients import (
 )
 from .fake_provider import DEFAULT_TOKENS, add_pace_arguments, pace_from
 from .front_door import measure_front_door
-from .measures import difference, idle_sockets, settled_writes, summarize, total_writes
+from .measures import (
+    collector_passes,
+    collector_summary,
+    difference,
+    idle_sockets,
+    settled_writes,
+    summarize,
+    total_writes,
+)
 from .report import chart, commit, hot_spots, machine, markdown, render, shown, targets
 from .search import measure_search
 from .stack import MemorySampler, Profile, Setup, Stack, cpu_seconds, log, rss_kb, scaled_setup, start_stack
@@ -145,6 +153,7 @@ async def run_level(bench: Bench, level: Level, profile: Profile | None = None) 
     cpu = dict.fromkeys((server.name for server in stack.servers), 0.0)
     try:
         writes_before = await asyncio.to_thread(total_writes, stack)
+        passes_before = await asyncio.to_thread(collector_passes, stack)
         bench.sampler.reset()
         if profile is not None:
             await asyncio.to_thread(profile.start)
@@ -162,6 +171,7 @@ async def run_level(bench: Bench, level: Level, profile: Profile | None = None) 
         if profile is not None:
             await asyncio.to_thread(profile.stop)
         writes = difference(await settled_writes(stack), writes_before)
+        passes = await asyncio.to_thread(collector_passes, stack)
         peaks = bench.sampler.peak()
     finally:
         await close_sockets(sockets)
@@ -172,6 +182,7 @@ async def run_level(bench: Bench, level: Level, profile: Profile | None = None) 
             "db_writes": sum(writes.values()),
             "db_writes_per_run": sum(writes.values()) / runs if runs else None,
             "db_writes_by_statement": writes,
+            "collector": collector_summary(passes, passes_before),
             "peak_rss_mb": {name: kb / 1024 for name, kb in peaks.items()},
             "server_cpu_s": cpu,
             "server_cpu_ms_per_run": sum(cpu.values()) * 1000 / runs if runs else None,

@@ -6,13 +6,15 @@
 Both read the usual settings from the environment (DATABASE_URL, REDIS_URL, SECRET_KEY, LLM_*), plus:
 
 - BENCH_USER, BENCH_PASSWORD: the user `prepare` creates (or resets);
-- BENCH_DB_WRITES_FILE: where `serve` writes its count of database writes when it gets SIGUSR1;
+- BENCH_COUNTS_FILE: where `serve` writes its count of database writes and the garbage collector's passes so far
+  when it gets SIGUSR1;
 - BENCH_MEDIA_ROOT: where `serve` keeps uploaded files (the front-door measures' uploads), instead of
   var/media, so that they go with the bench's work directory.
 
-The count is bench-only and lives here: `serve` wraps Django's CursorWrapper.execute/executemany in
+The counts are bench-only and live here: `serve` wraps Django's CursorWrapper.execute/executemany in
 this process before daphne starts, and counts each INSERT, UPDATE, DELETE or REPLACE statement sent
-to the database, by table, and each such part of a WITH statement as one. Nothing of it exists in a
+to the database, by table, and each such part of a WITH statement as one; and it times each pass of
+the garbage collector (`gc.callbacks`), as its generation and milliseconds. Nothing of it exists in a
 server started any other way.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 import json
 import os
 import re
@@ -27,6 +30,7 @@ import runpy
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 WRITE = re.compile(r'^\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM|REPLACE\s+INTO)\s+"?([A-Za-z0-9_.]+)"?', re.IGNORECASE)
@@ -61,10 +65,26 @@ class WriteCounter:
         return dict(self.counts)
 
 
-def install_counter(path: Path) -> WriteCounter:
+class CollectorWatch:
+    """The garbage collector's passes in this process, in order: [generation, milliseconds] each."""
+
+    def __init__(self) -> None:
+        self.passes: list[list[float]] = []
+        self._started = 0.0
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.passes.append([info["generation"], (time.perf_counter() - self._started) * 1000])
+
+
+def install_counts(path: Path) -> WriteCounter:
     from django.db.backends import utils
 
     counter = WriteCounter()
+    watch = CollectorWatch()
     execute, executemany = utils.CursorWrapper.execute, utils.CursorWrapper.executemany
 
     def counted_execute(self, sql, params=None):
@@ -81,7 +101,8 @@ def install_counter(path: Path) -> WriteCounter:
     def dump() -> None:
         counts = counter.snapshot()
         draft = path.with_name(path.name + ".tmp")
-        draft.write_text(json.dumps({"pid": os.getpid(), "total": sum(counts.values()), "by_statement": counts}))
+        report = {"pid": os.getpid(), "total": sum(counts.values()), "by_statement": counts}
+        draft.write_text(json.dumps({**report, "collections": list(watch.passes)}))
         draft.replace(path)
 
     signal.signal(signal.SIGUSR1, lambda signum, frame: dump())
@@ -106,8 +127,8 @@ def serve(daphne_args: list[str]) -> None:
     import django
 
     django.setup()
-    if os.environ.get("BENCH_DB_WRITES_FILE"):
-        install_counter(Path(os.environ["BENCH_DB_WRITES_FILE"]))
+    if os.environ.get("BENCH_COUNTS_FILE"):
+        install_counts(Path(os.environ["BENCH_COUNTS_FILE"]))
     if os.environ.get("BENCH_MEDIA_ROOT"):
         from django.conf import settings
 

@@ -107,8 +107,8 @@ class Child:
 class Server(Child):
     def __init__(self, name: str, env: dict[str, str], log_dir: Path):
         self.port = free_port()
-        self.writes_file = log_dir / f"{name}.writes.json"
-        env = {**env, "BENCH_DB_WRITES_FILE": str(self.writes_file)}
+        self.counts_file = log_dir / f"{name}.counts.json"
+        env = {**env, "BENCH_COUNTS_FILE": str(self.counts_file)}
         command = [sys.executable, "-m", "bench.server", "serve", "-b", HOST, "-p", str(self.port)]
         super().__init__(name, [*command, "agentchat.asgi:application"], env, log_dir)
 
@@ -130,17 +130,18 @@ class Server(Child):
                 raise RuntimeError(f"{self.name} did not listen within {timeout:g} s:\n{self.tail()}")
             time.sleep(0.05)
 
-    def db_writes(self, timeout: float = 5) -> dict[str, int]:
-        """Ask the process for its count of write statements so far (SIGUSR1; bench/server.py answers)."""
+    def counts(self, timeout: float = 5) -> dict[str, Any]:
+        """Ask the process for its counts so far (SIGUSR1; bench/server.py answers): its write statements by kind and
+        table (`by_statement`) and its collector's passes (`collections`, [generation, ms] each)."""
         with contextlib.suppress(FileNotFoundError):
-            self.writes_file.unlink()
+            self.counts_file.unlink()
         os.kill(self.pid, signal.SIGUSR1)
         deadline = time.monotonic() + timeout
-        while not self.writes_file.exists():
+        while not self.counts_file.exists():
             if time.monotonic() > deadline or not self.running():
-                raise RuntimeError(f"{self.name} did not report its database writes:\n{self.tail()}")
+                raise RuntimeError(f"{self.name} did not report its counts:\n{self.tail()}")
             time.sleep(0.01)
-        return json.loads(self.writes_file.read_text())["by_statement"]
+        return json.loads(self.counts_file.read_text())
 
 
 class MemorySampler(threading.Thread):

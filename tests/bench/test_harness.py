@@ -4,6 +4,7 @@ the p99 rule, the order of the legs, the capacity search, the exit code and the 
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 import time
 from pathlib import Path
@@ -14,10 +15,10 @@ import pytest
 from bench.checks import MIN_P99_SAMPLES, bracket, check_stream, next_probe, percentile, within_capacity
 from bench.clients import StreamPlan, StreamResult, direct_client, direct_stream
 from bench.fake_provider import Pace, _reply_for, expected_text, prompt, serve, token
-from bench.measures import summarize
+from bench.measures import collector_summary, summarize
 from bench.report import clearly_more, hot_spots, markdown, render, targets
 from bench.run import exit_code, parse_args, round_order
-from bench.server import WriteCounter
+from bench.server import CollectorWatch, WriteCounter
 
 
 @pytest.fixture
@@ -138,6 +139,23 @@ def test_write_counter_counts_only_statements_that_change_rows():
         "UPDATE conversations_conversation": 2,
         "DELETE conversations_message": 1,
     }
+
+
+def test_collector_watch_times_each_pass_of_the_collector():
+    watch = CollectorWatch()
+    try:
+        gc.collect(0)
+        gc.collect(2)
+    finally:
+        gc.callbacks.remove(watch._seen)
+    assert [generation for generation, _ in watch.passes[-2:]] == [0, 2]
+    assert all(ms >= 0 for _, ms in watch.passes)
+
+
+def test_collector_summary_takes_the_passes_since_before_of_every_server():
+    before = {"daphne-a": [[0, 1.0]], "daphne-b": []}
+    after = {"daphne-a": [[0, 1.0], [0, 2.5], [2, 40.0]], "daphne-b": [[1, 7.5]]}
+    assert collector_summary(after, before) == {"passes_by_generation": [1, 1, 1], "ms": 50.0, "longest_ms": 40.0}
 
 
 def test_hot_spots_from_collapsed_stacks(tmp_path: Path):
@@ -286,6 +304,7 @@ def _level(streams: int, rounds: int, setup: str = "sqlite", lose: int = 0, fail
             "peak_rss_mb": {"daphne-a": 200.0},
             "server_cpu_s": {"daphne-a": 1.25},
             "server_cpu_ms_per_run": 12.5,
+            "collector": {"passes_by_generation": [3, 1, 0], "ms": 41.0, "longest_ms": 24.0},
         }
     )
     return {
@@ -384,8 +403,8 @@ def test_markdown_has_one_dated_table_with_its_commit():
     assert len(headers) == 1
     assert re.search(r"^\| SQLite ×1 \| 50 \| 50 \| 100 \| 3 \|", text, re.MULTILINE)
     assert "— (n=10)" in text  # one stream, ten rounds: no p99
-    assert re.search(r"\| DB writes/run \(allowed\) \| server CPU ms/run \|", text)
-    assert re.search(r"\| 15\.0 \([\d.]+\) \| 12\.5 \|", text)
+    assert re.search(r"\| DB writes/run \(allowed\) \| server CPU ms/run \| collector ms \(longest\) \|", text)
+    assert re.search(r"\| 15\.0 \([\d.]+\) \| 12\.5 \| 41 \(24\) \|", text)
 
 
 # --- the search ------------------------------------------------------------------------------------
