@@ -8,6 +8,7 @@ import os
 import platform
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,27 @@ def _in_product(function: str) -> bool:
     return _file(function).startswith(PRODUCT)
 
 
+def reference_loop() -> int:
+    """A fixed piece of plain Python work (loops, calls, a dict, strings), like the server's own, whose time tells
+    how fast this machine runs the interpreter: runs on different machines, or on one machine on a busy day, differ
+    by about as much."""
+    total, table = 0, {}
+    for index in range(200_000):
+        table[index % 1000] = total
+        total += len(str(index))
+    return total
+
+
+def reference_loop_ms(repeat: int = 5) -> float:
+    """The reference loop's best time of `repeat`, in milliseconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        reference_loop()
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
 def machine() -> dict[str, Any]:
     model = ""
     with contextlib.suppress(OSError):
@@ -141,6 +163,7 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "python": platform.python_version(),
+        "reference_loop_ms": reference_loop_ms(),
         "system": platform.platform(),
         "load_average_at_start": os.getloadavg(),
     }
@@ -616,7 +639,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"Measured on {date}, commit `{report['commit']['id']}`"
         + (" with uncommitted changes" if report["commit"]["uncommitted_changes"] else "")
         + f", in {report['duration_s'] / 60:.1f} minutes. Machine: {mach['cpu']}, {mach['cores']} cores, "
-        f"{mach['memory_gb']} GB, Python {mach['python']}; {_loads(mach)}. Fake {_pacing(report)}; each stream's "
+        f"{mach['memory_gb']} GB, Python {mach['python']} (the bench's reference loop of Python in "
+        f"{mach['reference_loop_ms']:.0f} ms); {_loads(mach)}. Fake {_pacing(report)}; each stream's "
         "first token the same for both clients.",
     ]
     if report["levels"]:
@@ -698,8 +722,8 @@ def render(report: dict[str, Any], paths: list[Path | None]) -> str:
         "",
         f"AgentChat bench — commit {_commit(report)} — "
         + (", ".join(s["mode"] for s in report["setups"]) or "no streams"),
-        f"machine: {mach['cpu']} × {mach['cores']} cores, {mach['memory_gb']} GB, Python {mach['python']}; "
-        f"{_loads(mach)}",
+        f"machine: {mach['cpu']} × {mach['cores']} cores, {mach['memory_gb']} GB, Python {mach['python']} "
+        f"(reference loop {mach['reference_loop_ms']:.0f} ms); {_loads(mach)}",
         f"fake {_pacing(report)}; all figures from the clients' clocks; took {report['duration_s']:.0f} s",
         "",
     ]

@@ -347,6 +347,7 @@ def _report(*levels: dict, probes: tuple = ()) -> dict:
             "cores": 2,
             "memory_gb": 8.0,
             "python": "3.11.7",
+            "reference_loop_ms": 41.3,
             "load_average_at_start": (0.5, 0.5, 0.5),
             "load_average_at_end": (1.0, 1.0, 1.0),
         },
@@ -403,6 +404,7 @@ def test_markdown_has_one_dated_table_with_its_commit():
     assert len(headers) == 1
     assert re.search(r"^\| SQLite ×1 \| 50 \| 50 \| 100 \| 3 \|", text, re.MULTILINE)
     assert "— (n=10)" in text  # one stream, ten rounds: no p99
+    assert "Python 3.11.7 (the bench's reference loop of Python in 41 ms)" in text
     assert re.search(r"\| DB writes/run \(allowed\) \| server CPU ms/run \| collector ms \(longest\) \|", text)
     assert re.search(r"\| 15\.0 \([\d.]+\) \| 12\.5 \| 41 \(24\) \|", text)
 
