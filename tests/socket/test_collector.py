@@ -16,6 +16,8 @@ import pytest
 
 from tests.fake_provider import Reply
 
+from .helpers import text_of
+
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
 
 PROBE = "tests.collector_probe"  # named, not imported: only the server process installs its signal handler
@@ -39,11 +41,14 @@ async def test_sockets_that_streamed_an_answer_and_closed_leave_nothing_in_cycle
     (server,) = await asyncio.to_thread(daphnes, 1, preload=[PROBE], env={REPORT_ENV: str(report)})
     await probe(server, report)  # what starting the server left
 
-    sockets = [await remote_sockets(server, conversation, alice) for _ in range(3)]
-    for index, socket in enumerate(sockets):
+    sockets = []
+    for index in range(3):  # each opened once the run before has finished, so that it reads its own run's end
+        socket = await remote_sockets(server, conversation, alice)
+        sockets.append(socket)
         await socket.send({"type": "message", "content": f"Question {index}"})
         frames = await socket.receive_until("run_finished")
         assert frames[-1]["status"] == "completed", frames
+        assert text_of(frames) == f"Answer {index}."
     for socket in sockets:
         await socket.close()
 
