@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from concurrent.futures import Executor
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, OperationalError, connection, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, OperationalError, connections
 from django.db.utils import load_backend
 from redis import RedisError
 
@@ -208,29 +208,30 @@ class SqliteConnection:
     def trip(self) -> Iterator[None]:
         configured = round(connections.settings[DEFAULT_DB_ALIAS]["OPTIONS"].get("timeout", 5) * 1000)
         with loop_set_aside():
+            db = connections[DEFAULT_DB_ALIAS]
             try:
-                self._leave_checkpoints()
-                self._busy_timeout(LOCK_WAIT_MS)
+                self._leave_checkpoints(db)
+                self._busy_timeout(db, LOCK_WAIT_MS)
                 try:
                     yield
                 finally:
-                    self._busy_timeout(configured)
+                    self._busy_timeout(db, configured)
             except UNAVAILABLE as exc:
                 raise Unavailable from exc
 
-    def _leave_checkpoints(self) -> None:
+    def _leave_checkpoints(self, db) -> None:
         """The commit that takes the write-ahead log past 1,000 pages (some 60 messages) copies it into the database
         file and syncs it: 4-5 ms. None on this connection does; the next commit of a database thread (an answer
         flushed, saved or ended) does it, and the event loop goes on meanwhile."""
-        connection.ensure_connection()
-        if connection.connection is not self._set_up:
-            with connection.cursor() as cursor:
+        db.ensure_connection()
+        if db.connection is not self._set_up:
+            with db.cursor() as cursor:
                 cursor.execute("PRAGMA wal_autocheckpoint = 0")
-            self._set_up = connection.connection
+            self._set_up = db.connection
 
     @staticmethod
-    def _busy_timeout(milliseconds: int) -> None:
-        with connection.cursor() as cursor:
+    def _busy_timeout(db, milliseconds: int) -> None:
+        with db.cursor() as cursor:
             cursor.execute(f"PRAGMA busy_timeout = {milliseconds}")
 
 
