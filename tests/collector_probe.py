@@ -1,6 +1,7 @@
 """What the garbage collector finds of closed connections, inside a daphne process of tests/socket/test_collector.py.
 
-Only that process imports this (`preload=["tests.collector_probe"]`). On SIGUSR2 it counts the connections' protocol
+Only that process imports this (`preload=["tests.collector_probe"]`), and its collector then runs only when asked
+(`gc.disable()`), so that no pass of its own frees a cycle unseen. On SIGUSR2 it counts the connections' protocol
 objects that still exist, then collects, keeping what the collector found in cycles (`gc.DEBUG_SAVEALL`), and writes
 both to the file named by AGENTCHAT_TEST_COLLECTOR_REPORT: `{"existing": n, "collected": {type name: n}}`.
 """
@@ -36,3 +37,4 @@ def report(signum, frame) -> None:
 
 
 signal.signal(signal.SIGUSR2, report)
+gc.disable()

@@ -33,13 +33,31 @@ async def probe(server, report) -> dict:
     return json.loads(report.read_text())
 
 
+async def collected_once_closed(server, report) -> dict[str, int]:
+    """What the collector found of the closed sockets, once daphne has let go of them all."""
+    collected: dict[str, int] = {}
+    async with asyncio.timeout(20):
+        while True:  # daphne lets go of a closed socket's protocol on its next check, within a second or two
+            seen = await probe(server, report)
+            for kind, count in seen["collected"].items():
+                collected[kind] = collected.get(kind, 0) + count
+            if seen["existing"] == 0:
+                return collected
+            await asyncio.sleep(0.5)
+
+
+async def started(daphnes, report):
+    (server,) = await asyncio.to_thread(daphnes, 1, preload=[PROBE], env={REPORT_ENV: str(report)})
+    await probe(server, report)  # what starting the server left
+    return server
+
+
 async def test_sockets_that_streamed_an_answer_and_closed_leave_nothing_in_cycles(
     daphnes, remote_sockets, fake_llm, conversation, alice, tmp_path
 ):
     report = tmp_path / "collector.json"
     fake_llm.script(*(Reply(text=f"Answer {index}.") for index in range(3)))
-    (server,) = await asyncio.to_thread(daphnes, 1, preload=[PROBE], env={REPORT_ENV: str(report)})
-    await probe(server, report)  # what starting the server left
+    server = await started(daphnes, report)
 
     sockets = []
     for index in range(3):  # each opened once the run before has finished, so that it reads its own run's end
@@ -52,14 +70,25 @@ async def test_sockets_that_streamed_an_answer_and_closed_leave_nothing_in_cycle
     for socket in sockets:
         await socket.close()
 
-    collected: dict[str, int] = {}
-    async with asyncio.timeout(20):
-        while True:  # daphne lets go of a closed socket's protocol on its next check, within a second or two
-            seen = await probe(server, report)
-            for kind, count in seen["collected"].items():
-                collected[kind] = collected.get(kind, 0) + count
-            if seen["existing"] == 0:
-                break
-            await asyncio.sleep(0.5)
+    assert await collected_once_closed(server, report) == {}
 
-    assert collected == {}
+
+async def test_a_socket_refused_by_a_database_thread_and_closed_leaves_nothing_in_cycles(
+    daphnes, remote_sockets, fake_llm, conversation, alice, tmp_path
+):
+    report = tmp_path / "collector.json"
+    fake_llm.script(Reply(text="Still thinking.", stall=1.0, stall_after=0))
+    server = await started(daphnes, report)
+    asking = await remote_sockets(server, conversation, alice)
+    await asking.send({"type": "message", "content": "A long question"})
+    await asking.receive_until("run_started")
+
+    other = await remote_sockets(server, conversation, alice)
+    await other.send({"type": "message", "content": "Another question meanwhile"})
+    refused = await other.receive_until("error")
+    assert refused[-1]["code"] == "BUSY"
+    await asking.receive_until("run_finished")
+    await asking.close()
+    await other.close()
+
+    assert await collected_once_closed(server, report) == {}
