@@ -18,15 +18,11 @@ Here, instead:
 - a WebSocket message over `FRAME_READ_LIMIT` closes the socket with 1009 (autobahn, by default,
   drops the TCP connection without a close frame); a message between the protocol's 1 MiB and that
   is read, and answered `TOO_LARGE` by the consumer;
-- what the server writes to a connection goes to its socket at once when nothing is waiting before it, as asyncio's
-  own transports do; Twisted's would wait for the event loop's next turn, and ask the kernel twice meanwhile to
-  watch and then stop watching the socket, for every frame to every socket;
 - a closed socket's objects are freed as it closes: daphne and autobahn leave some in cycles, which only the garbage
   collector's older passes would free, with every socket of the process waiting.
 
 daphne builds its factories inside `Server.run()` from the names `daphne.server.HTTPFactory` and
-`daphne.server.WebSocketFactory` and offers no other way in, so `main()` puts ours under those names. Twisted's
-listening port makes each connection's transport from its class attribute `transport`, set to ours.
+`daphne.server.WebSocketFactory` and offers no other way in, so `main()` puts ours under those names.
 """
 
 from __future__ import annotations
@@ -47,7 +43,6 @@ from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 from django.conf import settings
 from django.http.cookie import parse_cookie
 from django.utils import translation
-from twisted.internet import tcp
 from twisted.web import http
 
 from agentchat import tokens
@@ -164,22 +159,6 @@ class GuardedHTTPFactory(HTTPFactory):
         return channel
 
 
-class WriteThroughServer(tcp.Server):
-    """A TCP connection that sends what it is given at once, when nothing it was given before is still waiting, and
-    buffers only what the socket does not take then (docs/benchmarks.md)."""
-
-    def write(self, data: bytes) -> None:
-        if isinstance(data, bytes) and self._idle():
-            sent = self.writeSomeData(data)
-            # A connection lost shows at the buffered write that follows, as it would have without this.
-            if isinstance(sent, int) and sent > 0:
-                data = data[sent:]
-        super().write(data)
-
-    def _idle(self) -> bool:
-        return self.connected and not (self.TLS or self._writeDisconnected or self.dataBuffer or self._tempDataLen)
-
-
 class ReleasingWebSocketProtocol(WebSocketProtocol):
     def connectionLost(self, reason) -> None:
         super().connectionLost(reason)
@@ -222,7 +201,6 @@ def main(argv: list[str] | None = None) -> None:
         warm_up()
     tokens.warm_up()
     tune_the_collector()
-    tcp.Port.transport = WriteThroughServer
     daphne.server.HTTPFactory = GuardedHTTPFactory
     daphne.server.WebSocketFactory = ClosingWebSocketFactory
     interface = CommandLineInterface()
