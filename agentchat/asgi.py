@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django; WebSocket through the origin check, then auth, then the router."""
+"""ASGI entry point: HTTP through Django, on kept threads; WebSocket through the origin check, then auth, then the
+router."""
 
 import os
 
@@ -6,6 +7,8 @@ from django.core.asgi import get_asgi_application
 from django.core.handlers.asgi import ASGIHandler
 from django.core.signals import request_finished
 from django.db import connections
+
+from agentchat.request_threads import KeptThreads
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentchat.settings")
 
@@ -30,7 +33,7 @@ from conversations.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": KeptThreads(django_asgi_app),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
