@@ -80,9 +80,14 @@ def fit_history(messages: Sequence[ChatMessage], *, budget: int, system_prompt: 
     used = sum(message_tokens(message) for message in newest)
     if system_prompt:
         used += message_tokens({"role": "system", "content": system_prompt})
-    costs = [sum(message_tokens(message) for message in unit) for unit in units]
+    # Counted from the newest unit back, no further than the first that does not fit: a run of a long conversation
+    # counts what its budget holds, not all it has ever said.
+    costs: dict[int, int] = {}
     kept_from = len(units)
-    while kept_from > 0 and used + costs[kept_from - 1] <= budget:
+    while kept_from > 0:
+        costs[kept_from - 1] = sum(message_tokens(message) for message in units[kept_from - 1])
+        if used + costs[kept_from - 1] > budget:
+            break
         kept_from -= 1
         used += costs[kept_from]
 

@@ -6,8 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+from agentchat import tokens
+from agentchat.agent import context
 from agentchat.agent.context import (
     MESSAGE_OVERHEAD,
     TRUNCATION_LIMIT,
@@ -88,6 +91,37 @@ def test_counting_is_deterministic():
     assert count_tokens("") == 0
     assert count_tokens(words(50)) == 50
     assert count_tokens("<|endoftext|>") > 1  # special tokens in user text are plain text
+
+
+def test_a_long_text_is_encoded_once_and_counted_alike_after(monkeypatch):
+    encoded: list[str] = []
+    encode = tokens._encoded_length
+    monkeypatch.setattr(tokens, "_encoded_length", lambda text: encoded.append(text) or encode(text))
+    text = f"{uuid.uuid4()} " + words(200)
+    surrogate = f"{uuid.uuid4()} \ud800 " + words(200)  # a lone surrogate, as a JSON frame may carry
+
+    assert [count_tokens(text), count_tokens(text)] == [encode(text)] * 2
+    assert [count_tokens(surrogate), count_tokens(surrogate)] == [encode(surrogate)] * 2
+    assert encoded == [text, surrogate]
+    assert count_tokens("hello world") == count_tokens("hello world") == 2
+    assert encoded == [text, surrogate, "hello world", "hello world"]  # short texts are not kept
+
+
+def test_a_long_history_is_counted_from_its_newest_unit_back_to_the_first_that_does_not_fit(monkeypatch):
+    counted: list[str] = []
+    monkeypatch.setattr(context, "count_tokens", lambda text: counted.append(text) or count_tokens(text))
+    history = [message for n in range(500) for message in (user(f"question {n}"), assistant(f"answer {n}"))]
+    history.append(user("the newest question"))
+
+    budget = cost(*history[-4:]) + cost(marker_message(997))
+    counted.clear()
+
+    trimmed = fit_history(history, budget=budget)
+
+    assert trimmed.messages == [marker_message(997), *history[-4:]]
+    texts = [text for text in counted if not text.startswith("[")]  # not the marker's
+    assert texts == [message["content"] for message in reversed(history)][: len(texts)]
+    assert 5 <= len(texts) < 12  # of 1,001
 
 
 def test_message_tokens_counts_content_tool_calls_and_overhead():
