@@ -372,9 +372,12 @@ def _with_files(message: Message, *, newest: bool, file_tokens: int, vision: boo
     return entry
 
 
-# live_messages without a streaming answer, read on every round of every run (conversations.sql).
+# live_messages without a streaming answer, read on every round of every run (conversations.sql): only the columns
+# the model sees, as converting the others (the conversation's id, times, metadata) cost more than reading the rows.
 HISTORY = """
-SELECT {Message.*} FROM {Message}
+SELECT {Message.id}, {Message.role}, {Message.content}, {Message.tool_calls}, {Message.tool_call_id},
+  {Message.tool_name}, {Message.outcome}
+FROM {Message}
 WHERE {Message.conversation} = %s AND {Message.superseded} = %s AND {Message.status} <> %s
 ORDER BY {Message.created_at}, {Message.id}
 """
