@@ -231,8 +231,7 @@ class SqliteConnection:
 
     @staticmethod
     def _busy_timeout(db, milliseconds: int) -> None:
-        with db.cursor() as cursor:
-            cursor.execute(f"PRAGMA busy_timeout = {milliseconds}")
+        db.connection.execute(f"PRAGMA busy_timeout = {milliseconds}")
 
 
 def loop_connection(executor: Executor) -> SqliteConnection | PostgresConnection | None:
