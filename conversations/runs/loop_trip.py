@@ -231,7 +231,8 @@ class SqliteConnection:
 
     @staticmethod
     def _busy_timeout(db, milliseconds: int) -> None:
-        db.connection.execute(f"PRAGMA busy_timeout = {milliseconds}")
+        with db.wrap_database_errors:
+            db.connection.execute(f"PRAGMA busy_timeout = {milliseconds}")
 
 
 def loop_connection(executor: Executor) -> SqliteConnection | PostgresConnection | None:
