@@ -8,6 +8,7 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -89,7 +90,7 @@ class Accepted(NamedTuple):
     echo: dict[str, Any] | None = None
     user: Any = None
     run_id: uuid.UUID | None = None
-    frames: tuple[dict[str, Any], ...] = ()
+    frames: tuple[dict[str, Any] | Callable[[], dict[str, Any]], ...] = ()
     begun: Begun | None = None
 
 
@@ -189,7 +190,7 @@ def _intake_inputs(conversation, user, turn: services.Turn, registry, taken: ser
 
 
 def _taken_in(turn: services.Turn, user, taken: services.Intake, inputs) -> Accepted:
-    frames = (message_frame(taken.message, turn.client_id),)
+    frames = (functools.partial(message_frame, taken.message, turn.client_id),)
     return Accepted(user=user, run_id=taken.run_id, frames=frames, begun=Begun([], False, taken.answer_id, inputs))
 
 

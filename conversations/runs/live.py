@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +35,9 @@ class LiveRun:
     frames_lost: int = 0
     # Of the regenerate or continue frame that asked for this run, which its run_started frame carries back.
     client_id: str | None = None
-    # What its turn stored and changed (the echo first), sent before run_started; emptied as they go.
-    opening: list[dict[str, Any]] = field(default_factory=list)
+    # What its turn stored and changed (the echo first), sent before run_started; emptied as they go. A frame, or
+    # what makes it: the echo of a message taken in on the event loop is made once the provider has been asked.
+    opening: list[dict[str, Any] | Callable[[], dict[str, Any]]] = field(default_factory=list)
     started: bool = False  # run_started is sent
     # Whether a socket of another process listens to the conversation: its frames then go through the channel layer
     # to every process, otherwise straight to this process's sockets. None until its first frame asks; True from a

@@ -303,7 +303,8 @@ class RunManager:
     async def _echo(self, run: LiveRun, recorder: Recorder) -> None:
         """What the run's turn stored and changed, to every socket of the conversation, once."""
         while run.opening:
-            await recorder.send(run.opening.pop(0))
+            frame = run.opening.pop(0)
+            await recorder.send(frame() if callable(frame) else frame)
 
     async def _open(self, run: LiveRun, recorder: Recorder) -> None:
         """The run's first frames, once: the echo, then run_started."""
