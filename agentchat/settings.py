@@ -451,7 +451,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # The process's own standard error, not whatever sys.stderr is when the logging is configured: llama.cpp swaps it
+    # for /dev/null while it loads the local model (in the background, as the server starts), and a handler made then
+    # would write there for good.
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.__stderr__"}},
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", {"DEBUG", "INFO", "WARNING", "ERROR"})},
     # axes says at INFO what it does with each sign-in, and the HTTP clients each request they make (a line for every
     # provider call, on the event loop that streams every socket's tokens); their warnings are kept.

@@ -38,3 +38,26 @@ def test_what_the_server_loaded_is_kept_out_of_the_collectors_passes_and_the_you
     frozen, *thresholds = map(int, tuned.stdout.split())
     assert frozen > 100_000  # the application and all it imports
     assert thresholds == [20_000, 10, 10]
+
+
+def test_the_log_reaches_standard_error_when_logging_was_set_up_while_llama_cpp_silenced_it():
+    # As when the local model loads in the background while the server imports its application, which sets the
+    # logging up again: llama.cpp points sys.stderr (and the descriptor) at /dev/null for the while.
+    script = (
+        "import logging, django\n"
+        "from llama_cpp._utils import suppress_stdout_stderr\n"
+        "with suppress_stdout_stderr(disable=False):\n"
+        "    django.setup()\n"
+        "logging.getLogger('conversations').error('heard once the model has loaded')\n"
+    )
+
+    done = subprocess.run(  # noqa: S603 - our own interpreter and script
+        [sys.executable, "-c", script],
+        cwd=BASE_DIR,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "agentchat.settings"},
+        capture_output=True,
+        text=True,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "ERROR conversations: heard once the model has loaded" in done.stderr
