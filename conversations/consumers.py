@@ -26,6 +26,7 @@ from rest_framework_simplejwt.tokens import AccessToken
 
 from agentchat import tasks
 from agentchat.sentences import reader_language, token_problem
+from agentchat.text import SURROGATE
 
 from . import live_auth, runs, selectors, services
 from .exceptions import AccessRefused, ChatError, Invalid
@@ -203,8 +204,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             await self._error("INVALID", _('Every frame is a JSON object with a "type".'))
             return
-        if _holds_nul(frame):
-            await self._error("INVALID", _("Text in a frame cannot hold the NUL character (\\u0000)."))
+        if (refused := _unstorable_text(frame)) is not None:
+            await self._error("INVALID", refused)
             return
         await self.receive_json(frame)
 
@@ -455,10 +456,17 @@ def _walk(value: Any) -> Iterator[tuple[Any, int]]:
             stack.extend((child, depth + 1) for child in children)
 
 
-def _holds_nul(value: Any) -> bool:
-    """Whether a JSON value holds the NUL character in a string or a key: PostgreSQL stores it in neither text nor
-    jsonb, and SQLite would keep what PostgreSQL refuses."""
-    return any(isinstance(item, str) and "\x00" in item for item, _ in _walk(value))
+def _unstorable_text(value: Any) -> str | None:
+    """What a JSON value holds, in a string or a key, that the database cannot store, said for the client; None if
+    nothing. The NUL character: PostgreSQL stores it in neither text nor jsonb, and SQLite would keep what PostgreSQL
+    refuses. A lone surrogate, which a \\u escape can carry: it is not text, and neither stores it."""
+    for item, _depth in _walk(value):
+        if isinstance(item, str):
+            if "\x00" in item:
+                return _("Text in a frame cannot hold the NUL character (\\u0000).")
+            if not item.isascii() and SURROGATE.search(item):
+                return _("Text in a frame cannot hold a lone surrogate (\\ud800 to \\udfff): it is not a character.")
+    return None
 
 
 def _nesting(value: Any) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from pydantic import BaseModel
 
+from agentchat.text import storable
 from tools.registry import Tool, ToolArgumentsError, ToolContext, ToolRegistry, ToolTimeout
 
 
@@ -42,12 +43,13 @@ class ToolOutcome:
 
     @property
     def content(self) -> str:
-        """The tool message the model reads next round."""
+        """The tool message the model reads next round (and that is stored): a service's answer, or an error that
+        quotes one, may hold what no database stores."""
         if not self.ok:
-            return f"Error: {self.error}"
+            return storable(f"Error: {self.error}")
         if isinstance(self.output, str):
-            return self.output
-        return json.dumps(self.output, ensure_ascii=False, default=str)
+            return storable(self.output)
+        return storable(json.dumps(self.output, ensure_ascii=False, default=str))
 
     @classmethod
     def done(cls, output: Any) -> ToolOutcome:

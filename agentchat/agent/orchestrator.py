@@ -11,7 +11,9 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
+from dataclasses import replace
 
+from agentchat.text import storable
 from tools.registry import Tool
 
 from .calls import NeedsConfirmation, Started, ToolAccess, carry_out, with_every_result
@@ -105,9 +107,11 @@ class AgentRun:
                 # aclosing: when the run is stopped, the provider's stream closes now, not at garbage collection.
                 async with aclosing(self.provider.stream(params)) as stream:
                     async for item in stream:
+                        # What the model wrote is stored and shown: as every database takes it.
                         if isinstance(item, TextDelta):
-                            yield self._event(Token, delta=item.text)
+                            yield self._event(Token, delta=storable(item.text))
                         else:
+                            item = replace(item, content=storable(item.content), tool_calls=storable(item.tool_calls))
                             self._check_tool_names(item)
                             yield item
                             return

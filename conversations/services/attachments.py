@@ -13,6 +13,7 @@ from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
+from agentchat.text import storable
 from tools.documents import sandbox
 from tools.documents.exceptions import DocumentError, FileTooLarge, TooManyReads
 from tools.documents.limits import DEFAULT_LIMITS, MAX_UPLOAD_BYTES, MiB
@@ -20,7 +21,6 @@ from tools.documents.limits import DEFAULT_LIMITS, MAX_UPLOAD_BYTES, MiB
 from ..models import Attachment, AuditEvent, Conversation
 from ..ratelimit import Full, SharedSlots
 from .audit import audit_record
-from .nul import without_nul
 
 EXTENSIONS = {"pdf": "pdf", "xlsx": "xlsx", "csv": "csv", "json": "json", "png": "png", "jpeg": "jpg"}
 
@@ -101,9 +101,9 @@ def attachment_upload(*, conversation: Conversation, owner, upload: UploadedFile
             kind=parsed.kind,
             size=size,
             sha256=sha256,
-            text=without_nul(parsed.text),
-            meta=without_nul(parsed.meta),
-            index=without_nul(parsed.index),
+            text=storable(parsed.text),
+            meta=storable(parsed.meta),
+            index=storable(parsed.index),
             parse_status=Attachment.ParseStatus.PARSED,
         )
         stem = str(attachment.pk)

@@ -8,11 +8,11 @@ from django.db.models import F
 from django.utils import timezone
 
 from agentchat.agent.calls import Outcome, ToolOutcome
+from agentchat.text import storable
 
 from ..exceptions import AlreadySettled
 from ..models import Conversation, PendingConfirmation, ToolJob
 from .confirmations import confirmation_claim
-from .nul import without_nul
 
 WORKER_LOST = "the background worker stopped while running"
 
@@ -75,7 +75,7 @@ def tool_job_finish(*, job_id: str, attempt: int, outcome: ToolOutcome) -> bool:
     return bool(
         ToolJob.objects.filter(pk=job_id, status=ToolJob.Status.RUNNING, attempt=attempt).update(
             status=ToolJob.Status.SUCCEEDED if outcome.ok else ToolJob.Status.FAILED,
-            output=without_nul(outcome.output) if outcome.ok else None,
+            output=storable(outcome.output) if outcome.ok else None,
             error=outcome.error,
             outcome=outcome.outcome,
             finished_at=timezone.now(),

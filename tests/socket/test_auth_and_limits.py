@@ -368,6 +368,9 @@ async def test_a_binary_frame_is_invalid(sockets, conversation, alice):
         pytest.param({"content": "Hi", "client_id": "c\x001"}, id="client-id-nul"),
         pytest.param({"content": "Hi", "context": {"focus": ["a\x00"]}}, id="context-value-nul"),
         pytest.param({"content": "Hi", "context": {"fo\x00cus": 1}}, id="context-key-nul"),
+        pytest.param({"content": "half \ud800 a pair"}, id="content-lone-surrogate"),
+        pytest.param({"content": "Hi", "client_id": "c\udfff"}, id="client-id-lone-surrogate"),
+        pytest.param({"content": "Hi", "context": {"\udc00focus": 1}}, id="context-key-lone-surrogate"),
         pytest.param({"content": "Hi", "context": nested(MAX_CONTEXT_DEPTH + 1)}, id="context-too-deep"),
     ],
 )

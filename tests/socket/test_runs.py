@@ -665,6 +665,26 @@ async def test_provider_failures_fail_the_run_and_keep_the_text(llm, sockets, co
 # --- context ------------------------------------------------------------------------------------------
 
 
+async def test_what_no_database_stores_is_taken_from_the_models_text_and_call(llm, sockets, conversation, alice, tools):
+    # Valid JSON from a provider: the NUL character, which PostgreSQL stores nowhere, and half a UTF-16 pair.
+    llm.script(
+        Reply(text="half \ud800 a pair", tool_calls=[("lookup", {"q": "nul\x00 and \udc00"}, "call_odd")]),
+        Reply(text="nul\x00 too"),
+    )
+    socket = await sockets(conversation, alice)
+    frames = await ask(socket, "Look it up", "odd")
+
+    assert frames[-1]["status"] == "completed"
+    (start,) = of(frames, "tool_start")
+    (end,) = of(frames, "tool_end")
+    assert start["input"] == {"q": "nul and \ufffd"} and end["output"] == {"found": "NUL AND \ufffd"}
+    assert text_of(frames) == "half \ufffd a pairnul too"
+    _, call, result, answer = await stored(conversation)
+    assert (call.content, call.tool_calls[0]["args"]) == ("half \ufffd a pair", {"q": "nul and \ufffd"})
+    assert result.content == '{"found": "NUL AND \ufffd"}' and not result.is_error
+    assert (answer.content, answer.status) == ("nul too", "complete")
+
+
 async def test_a_huge_message_is_truncated(llm, sockets, conversation, alice):
     content = "This is one sentence of a very long message. " * 4_445  # 200,025 characters
     assert len(content) > 200_000

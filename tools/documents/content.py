@@ -16,6 +16,8 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import IO, Any, TypedDict
 
+from agentchat.text import storable
+
 MARK_EVERY = 1_000
 # One encoder for every line: json.dumps with options builds a new one per call, half the cost of encoding a short row.
 LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -64,7 +66,8 @@ class ContentWriter:
         part = self.parts[-1]
         if part["count"] % MARK_EVERY == 0:
             part["marks"].append([number, self.offset])
-        line = LINE.encode([number, value]).encode() + b"\n"
+        # A file may hold half a UTF-16 pair (a JSON escape, a PDF's broken font map), which UTF-8 cannot encode.
+        line = storable(LINE.encode([number, value])).encode() + b"\n"
         self.out.write(line)
         self.offset += len(line)
         part["count"] += 1

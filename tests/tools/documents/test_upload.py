@@ -9,6 +9,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from conversations import services
 from conversations.models import Attachment, AuditEvent
+from conversations.selectors import ConversationFiles
+from tools.documents.content import ContentReader
 
 from . import samples
 
@@ -173,3 +175,19 @@ def test_nul_characters_inside_a_file_are_not_stored(upload):
 
     assert response.status_code == 201
     assert "\x00" not in Attachment.objects.get().text
+
+
+def test_half_a_utf16_pair_inside_a_file_is_kept_as_a_replacement_character(upload, alice):
+    """Valid JSON, which no database stores and UTF-8 cannot encode: the file is read, the half replaced."""
+    data = b'{"rows": [{"name": "half \\ud800 a pair"}], "\\udc00key": "\\ud83d\\ude00"}'
+
+    response = upload("half.json", data)
+
+    assert response.status_code == 201, response.json()
+    attachment = Attachment.objects.get()
+    assert "half \ufffd a pair" in attachment.text and '"\ufffdkey": "\U0001f600"' in attachment.text
+    file = ConversationFiles(attachment.conversation_id, alice).find(str(attachment.pk))
+    with file.open() as source:
+        reader = ContentReader(source, file.index)
+        lines = [line for _, line in reader.units(reader.parts[0])]
+    assert '      "name": "half \ufffd a pair"' in lines
