@@ -9,7 +9,6 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 from channels.consumer import get_handler_name
@@ -26,7 +25,7 @@ from rest_framework_simplejwt.tokens import AccessToken
 
 from agentchat import tasks
 from agentchat.sentences import reader_language, token_problem
-from agentchat.text import SURROGATE
+from agentchat.text import nesting, unstorable
 
 from . import live_auth, runs, selectors, services
 from .exceptions import AccessRefused, ChatError, Invalid
@@ -40,8 +39,6 @@ logger = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1024 * 1024
 AUTH_TIMEOUT = 10.0
 MAX_CLIENT_ID = 64
-# What a page shows is a shallow object; a deep one would be stored and then fail to travel to the sockets.
-MAX_CONTEXT_DEPTH = 16
 # Frames of any kind one socket may send in FRAME_WINDOW seconds before it is told to slow down.
 MAX_FRAMES = 120
 FRAME_WINDOW = 10.0
@@ -204,8 +201,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             await self._error("INVALID", _('Every frame is a JSON object with a "type".'))
             return
-        if (refused := _unstorable_text(frame)) is not None:
-            await self._error("INVALID", refused)
+        if (refused := unstorable(frame)) is not None:
+            await self._error("INVALID", _unstorable_said(refused))
             return
         await self.receive_json(frame)
 
@@ -262,8 +259,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise Invalid(_('"attachments" must be a list of attachment ids.'))
         if not isinstance(context, dict):
             raise Invalid(_('"context" must be an object.'))
-        if _nesting(context) > MAX_CONTEXT_DEPTH:
-            raise Invalid(_('"context" may nest at most %(levels)s levels.') % {"levels": MAX_CONTEXT_DEPTH})
+        if nesting(context) > services.MAX_CONTEXT_DEPTH:
+            raise Invalid(_('"context" may nest at most %(levels)s levels.') % {"levels": services.MAX_CONTEXT_DEPTH})
         turn = services.Turn(
             "message", content, client_id, attachments=tuple(attachments), metadata={"context": context}
         )
@@ -444,31 +441,7 @@ def _is_uuid(value) -> bool:
     return isinstance(value, str)
 
 
-def _walk(value: Any) -> Iterator[tuple[Any, int]]:
-    """Every value and key in a JSON value, with the depth it sits at (without recursion: the value may be very
-    deep)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        yield item, depth
-        if isinstance(item, dict | list):
-            children = (*item, *item.values()) if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-
-
-def _unstorable_text(value: Any) -> str | None:
-    """What a JSON value holds, in a string or a key, that the database cannot store, said for the client; None if
-    nothing. The NUL character: PostgreSQL stores it in neither text nor jsonb, and SQLite would keep what PostgreSQL
-    refuses. A lone surrogate, which a \\u escape can carry: it is not text, and neither stores it."""
-    for item, _depth in _walk(value):
-        if isinstance(item, str):
-            if "\x00" in item:
-                return _("Text in a frame cannot hold the NUL character (\\u0000).")
-            if not item.isascii() and SURROGATE.search(item):
-                return _("Text in a frame cannot hold a lone surrogate (\\ud800 to \\udfff): it is not a character.")
-    return None
-
-
-def _nesting(value: Any) -> int:
-    """How deep objects and arrays nest in a JSON value."""
-    return max((depth for item, depth in _walk(value) if isinstance(item, dict | list)), default=0)
+def _unstorable_said(what: str) -> str:
+    if what == "nul":  # PostgreSQL stores it in neither text nor jsonb, and SQLite would keep what PostgreSQL refuses
+        return _("Text in a frame cannot hold the NUL character (\\u0000).")
+    return _("Text in a frame cannot hold a lone surrogate (\\ud800 to \\udfff): it is not a character.")

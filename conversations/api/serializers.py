@@ -9,11 +9,13 @@ from rest_framework import serializers
 
 from agentchat.api import ErrorSerializer
 from agentchat.sentences import translate
+from agentchat.text import nesting, unstorable
 
 from ..decisions import Decision, message_decision
 from ..markdown import render_markdown
 from ..models import Attachment, Conversation, Message
 from ..search import Match, match_of
+from ..services import MAX_CONTEXT_DEPTH
 
 
 class UsageSerializer(serializers.Serializer):
@@ -205,6 +207,20 @@ class AgentChatMessageSerializer(serializers.Serializer):
 class AgentChatRequestSerializer(serializers.Serializer):
     messages = AgentChatMessageSerializer(many=True, allow_empty=False)
     context = serializers.DictField(required=False, default=dict)
+
+    def validate_context(self, context: dict) -> dict:
+        """As a message frame's page context: shallow, and only text that can be stored."""
+        if nesting(context) > MAX_CONTEXT_DEPTH:
+            raise serializers.ValidationError(
+                _('"context" may nest at most %(levels)s levels.') % {"levels": MAX_CONTEXT_DEPTH}
+            )
+        if (refused := unstorable(context)) == "nul":
+            raise serializers.ValidationError(_("The context cannot hold the NUL character (\\u0000)."))
+        if refused == "surrogate":
+            raise serializers.ValidationError(
+                _("The context cannot hold a lone surrogate (\\ud800 to \\udfff): it is not a character.")
+            )
+        return context
 
 
 class AgentChatResponseSerializer(serializers.Serializer):

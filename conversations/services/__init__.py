@@ -44,12 +44,13 @@ from .run_gate import (
     run_open,
 )
 from .settle import Settle, confirmations_supersede, decision_outcome, decisions_settle
-from .turns import Turn
+from .turns import MAX_CONTEXT_DEPTH, Turn
 from .usage import usage_record
 
 __all__ = [
     "CANCELLED_BY_USER",
     "INTERRUPTED",
+    "MAX_CONTEXT_DEPTH",
     "Intake",
     "Settle",
     "Turn",

@@ -14,6 +14,10 @@ from .audit import audit_record
 from .messages import message_append
 from .settle import confirmations_supersede
 
+# How deep a message's page context may nest. What a page shows is a shallow object; a deep one would be stored and
+# then fail to travel to the sockets.
+MAX_CONTEXT_DEPTH = 16
+
 
 class Turn(NamedTuple):
     """What a frame asks for. `kind` is "message", "edit", "regenerate" or "continue"; `message_id` is the

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Permission
 from rest_framework_simplejwt.tokens import AccessToken
 
 from agentchat.asgi import application
+from conversations.services import MAX_CONTEXT_DEPTH
 from tests.fake_provider import Reply
 from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
@@ -42,8 +43,13 @@ def tools(monkeypatch):
     return registry
 
 
+# MAX_CONTEXT_DEPTH + 1 objects, one inside the other.
+TOO_DEEP = json.loads('{"focus": ' * MAX_CONTEXT_DEPTH + "{}" + "}" * MAX_CONTEXT_DEPTH)
+
+
 def post(client, body):
-    return client.post(URL, body, format="json")
+    # As a client's JSON encoder writes it (ASCII, with \u escapes): a lone surrogate travels only escaped.
+    return client.post(URL, json.dumps(body), content_type="application/json")
 
 
 def test_answer_without_tool_calls(alice_api, llm):
@@ -115,6 +121,9 @@ def test_system_prompt_carries_the_page_context_and_history_follows(alice_api, l
             "toolCalls",
         ),
         ({"messages": [{"role": "user", "content": "x"}], "context": "page"}, "context"),
+        ({"messages": [{"role": "user", "content": "x"}], "context": {"focus": "a\x00b"}}, "NUL"),
+        ({"messages": [{"role": "user", "content": "x"}], "context": {"\ud800": 1}}, "surrogate"),
+        ({"messages": [{"role": "user", "content": "x"}], "context": TOO_DEEP}, "nest"),
     ],
 )
 def test_invalid_body_is_400_with_a_description(alice_api, llm, body, field):

@@ -21,9 +21,9 @@ from websockets.exceptions import InvalidStatus
 
 from agentchat.asgi import application
 from conversations import consumers, runs, services
-from conversations.consumers import MAX_CONTEXT_DEPTH
 from conversations.models import AuditEvent, Message
 from conversations.ratelimit import SharedWindow
+from conversations.services import MAX_CONTEXT_DEPTH
 from tests.fake_provider import Reply
 from tests.servers import RemoteSocket
 
