@@ -395,6 +395,29 @@ async def test_a_conversation_longer_than_the_context_is_a_clear_provider_error(
     assert await lock_released()
 
 
+async def test_a_request_after_earlier_turns_is_read_without_them(provider: LocalProvider, monkeypatch):
+    llm = load_model(provider.model_path, provider.threads)
+    result = json.dumps([{"city": f"City number {n}", "temperature_c": n, "sky": "clear"} for n in range(60)])
+    earlier: list[ChatMessage] = [
+        user("What is the weather in every city?"),
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "name": "get_weather", "args": {}}]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": result},
+        {"role": "assistant", "content": "It is clear everywhere."},
+    ]
+    request = user("What is the weather in Oslo?")
+    alone = await provider.chat(ProviderChatParams(messages=[request], tools=[WEATHER_TOOL], max_tokens=8))
+    read: list[int] = []
+    evaluate_tokens = llm.eval
+    monkeypatch.setattr(llm, "eval", lambda tokens: read.append(len(tokens)) or evaluate_tokens(tokens))
+
+    after = await provider.chat(ProviderChatParams(messages=[*earlier, request], tools=[WEATHER_TOOL], max_tokens=8))
+
+    assert sum(read) < len(prompt_tokens(llm, result))  # seconds of reading on two cores, had it read them
+    assert [(call["name"], call["args"]) for call in after.tool_calls] == [
+        (call["name"], call["args"]) for call in alone.tool_calls
+    ]
+
+
 async def test_a_whole_tool_using_turn_runs_on_the_local_model(provider: LocalProvider):
     registry = ToolRegistry()
 

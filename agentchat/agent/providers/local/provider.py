@@ -12,7 +12,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING
 
 from ...prompts import build_system_prompt
-from ..base import ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta, Usage
+from ..base import ChatMessage, ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta, Usage
 from . import answers
 from .chatml import chat_prompt, prompt_tokens, to_chatml_messages
 from .llama import TEXT_SAMPLING, evaluate, generate
@@ -38,6 +38,12 @@ logger = logging.getLogger(__name__)
 # Small talk and general questions get a short reply: the longer it writes, the more a 135M model makes up.
 SMALL_TALK_TOKENS = 96
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+
+
+def newest_turn(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """The last user message and what came after it (the whole history when none is the user's)."""
+    asked = [index for index, message in enumerate(messages) if message["role"] == "user"]
+    return messages[asked[-1] :] if asked else messages
 
 
 def llama_error(exc: Exception) -> ProviderError:
@@ -110,7 +116,9 @@ class LocalProvider:
 
     def _answer(self, params: ProviderChatParams, emit: Emit, watch: Watch) -> ProviderChatResponse:
         llm = load_model(self.model_path, self.threads)
-        history = to_chatml_messages(params.messages)
+        # It does not hold a conversation: the newest turn is all it reads. The earlier turns, a tool's whole result
+        # among them, were read again at every request, seconds each on two cores (docs/operations.md).
+        history = to_chatml_messages(newest_turn(params.messages))
         # Always a system message: without one the template injects "You are ... SmolLM".
         system_prompt = params.system_prompt or DEFAULT_SYSTEM_PROMPT
         last = params.messages[-1] if params.messages else None
