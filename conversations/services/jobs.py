@@ -76,7 +76,7 @@ def tool_job_finish(*, job_id: str, attempt: int, outcome: ToolOutcome) -> bool:
         ToolJob.objects.filter(pk=job_id, status=ToolJob.Status.RUNNING, attempt=attempt).update(
             status=ToolJob.Status.SUCCEEDED if outcome.ok else ToolJob.Status.FAILED,
             output=storable(outcome.output) if outcome.ok else None,
-            error=outcome.error,
+            error=storable(outcome.error),
             outcome=outcome.outcome,
             finished_at=timezone.now(),
         )

@@ -5,8 +5,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agentchat.agent.calls import ToolOutcome
 from conversations import selectors, services
-from conversations.models import AuditEvent, Conversation, Message, PendingConfirmation
+from conversations.models import AuditEvent, Conversation, Message, PendingConfirmation, ToolJob
 
 pytestmark = pytest.mark.django_db
 
@@ -181,3 +182,27 @@ def test_failed_sign_in_is_audited(client, alice):
     event = AuditEvent.objects.get(kind="auth_failed")
     assert event.data == {"username": "alice", "path": "/accounts/login/"}
     assert "wrong" not in str(event.data)
+
+
+def test_a_background_call_ends_stored_as_every_database_takes_it(alice):
+    """A service may answer, or fail, with what no database stores: NUL, or half a UTF-16 pair."""
+    conversation = services.conversation_create(owner=alice)
+    done, failed = (
+        ToolJob.objects.create(
+            conversation=conversation,
+            user=alice,
+            run_id="8d1f0d8e-6d25-4c44-9d4b-0a8f1fb1f0b1",
+            tool_call_id=call_id,
+            tool_name="compile_report",
+            status=ToolJob.Status.RUNNING,
+        )
+        for call_id in ("call_done", "call_failed")
+    )
+
+    services.tool_job_finish(job_id=done.pk, attempt=1, outcome=ToolOutcome.done({"te\x00xt": "half \ud800"}))
+    services.tool_job_finish(job_id=failed.pk, attempt=1, outcome=ToolOutcome.failed("it said \udfff\x00"))
+
+    done.refresh_from_db()
+    failed.refresh_from_db()
+    assert (done.status, done.output) == (ToolJob.Status.SUCCEEDED, {"text": "half \ufffd"})
+    assert (failed.status, failed.error) == (ToolJob.Status.FAILED, "it said \ufffd")
