@@ -117,7 +117,7 @@ class LocalProvider:
     def _answer(self, params: ProviderChatParams, emit: Emit, watch: Watch) -> ProviderChatResponse:
         llm = load_model(self.model_path, self.threads)
         # It does not hold a conversation: the newest turn is all it reads. The earlier turns, a tool's whole result
-        # among them, were read again at every request, seconds each on two cores (docs/operations.md).
+        # among them, would be read again at every request, seconds each on two cores (docs/operations.md).
         history = to_chatml_messages(newest_turn(params.messages))
         # Always a system message: without one the template injects "You are ... SmolLM".
         system_prompt = params.system_prompt or DEFAULT_SYSTEM_PROMPT
