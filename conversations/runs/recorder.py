@@ -108,7 +108,7 @@ class Recorder:
                 args=event.input,
                 actor=run.user,
             )
-            await self.send(confirmation_frame(confirmation))
+            run.asking.append(confirmation_frame(confirmation))
         elif isinstance(event, ev.RunFinished):
             await self.end_message(failed=event.status == "failed", error=event.error)
             return event.status, event.error

@@ -676,6 +676,39 @@ async def test_a_decision_sent_before_the_asking_run_has_finished_waits_for_it(
     assert len(llm.requests) == 2
 
 
+async def test_the_request_for_approval_comes_once_the_run_has_let_go_of_the_conversation(
+    llm, tools, sockets, conversation, alice, monkeypatch
+):
+    """A new message sent the moment the card appears is taken, not refused as BUSY."""
+    socket = await sockets(conversation, alice)
+    releasing, release = asyncio.Event(), asyncio.Event()
+    let_go = runs.db.release
+
+    async def held_release(**kwargs):
+        releasing.set()
+        await release.wait()
+        return await let_go(**kwargs)
+
+    monkeypatch.setattr(runs.db, "release", held_release)
+    llm.script(Reply(text="Deploying now.", tool_calls=[("deploy_dashboard", ASKED, DEPLOY_CALL)]))
+    await socket.send({"type": "message", "content": "Deploy dashboard 7"})
+    await asyncio.wait_for(releasing.wait(), timeout=10)
+    before = []
+    while not await socket.nothing(0.1):
+        before.append(await socket.receive())
+    assert not of(before, "confirm_required"), before
+    release.set()
+
+    frames = await socket.receive_until("confirm_required")
+    confirm = frames[-1]
+    llm.script(Reply(text="Fine, nothing deployed."))
+    await socket.send({"type": "message", "content": "Never mind", "client_id": "c2"})
+    frames += await socket.receive_until("run_finished", status="completed")
+    assert not of(frames, "error"), frames
+    assert one(frames, "message", client_id="c2")["message"]["content"] == "Never mind"
+    assert (await confirmation_row(confirm["confirmation_id"])).status == PendingConfirmation.Status.SUPERSEDED
+
+
 # --- exactly once: a decision is carried out once, and always ends with a result ------------------
 
 
