@@ -60,8 +60,11 @@ class ToolSchema(TypedDict):
     one must be in a request, and not as a question, before the local model may call it; `choice_words`, for an
     argument with a fixed set of values, the words that name each value in a request ({"environment":
     {"production": ["prod", "прод"]}}; a yes/no argument's under "true" and "false"): an optional one whose
-    words a request does not say, the local model leaves out; `summarize`, which tells what a result means, so
-    that the local model's answer repeats only what the tool returned.
+    words a request does not say, the local model leaves out; `cue_words`, for an optional free argument whose
+    values are not the request's own words, the words of which one must be in a request before the local model
+    may fill it ({"tag": ["\\btag", "\\bтег"]}: "dashboards about sales" searches for the words, it names no
+    tag); `summarize`, which tells what a result means, so that the local model's answer repeats only what the
+    tool returned.
     """
 
     name: str
@@ -70,6 +73,7 @@ class ToolSchema(TypedDict):
     examples: NotRequired[list[ToolExample]]
     action_words: NotRequired[list[str]]
     choice_words: NotRequired[dict[str, dict[str, list[str]]]]
+    cue_words: NotRequired[dict[str, list[str]]]
     summarize: NotRequired[Summary]
 
 
@@ -302,6 +306,7 @@ class Tool:
     # tool that waits for approval and declares none, the first word of its name (deploy_dashboard: "deploy").
     action_words: tuple[str, ...] = ()
     choice_words: dict[str, dict[str, list[str]]] = field(default_factory=dict, compare=False)
+    cue_words: dict[str, list[str]] = field(default_factory=dict, compare=False)
     summarize: Summary | None = field(default=None, compare=False)
     # None for a tool written in this code base (its app is where its function is).
     source: ToolSource | None = None
@@ -323,6 +328,8 @@ class Tool:
             schema["action_words"] = list(self.action_words) or [rf"\b{verb}"]
         if self.choice_words:
             schema["choice_words"] = self.choice_words
+        if self.cue_words:
+            schema["cue_words"] = self.cue_words
         if self.summarize is not None:
             schema["summarize"] = self.summarize
         return schema
@@ -484,6 +491,7 @@ class ToolRegistry:
         examples: Iterable[tuple[str, dict[str, Any]]] = (),
         action_words: Iterable[str] = (),
         choice_words: dict[str, dict[str, list[str]]] | None = None,
+        cue_words: dict[str, list[str]] | None = None,
         summarize: Summary | None = None,
     ):
         """Register `func(args: Model, ctx: ToolContext)`; its docstring is the description the model reads.
@@ -491,8 +499,8 @@ class ToolRegistry:
         A `slow` tool, or one whose `timeout` is over BACKGROUND_AFTER, runs as a background job in the worker.
 
         `examples` are typical requests with their arguments (checked against the model here); small models
-        are shown the ones most like what the user asked. `action_words`, `choice_words` and `summarize`: see
-        ToolSchema.
+        are shown the ones most like what the user asked. `action_words`, `choice_words`, `cue_words` and
+        `summarize`: see ToolSchema.
         """
         examples = tuple((request, dict(args)) for request, args in examples)
 
@@ -516,6 +524,7 @@ class ToolRegistry:
                 examples=examples,
                 action_words=tuple(action_words),
                 choice_words=dict(choice_words or {}),
+                cue_words=dict(cue_words or {}),
                 summarize=summarize,
             )
             for request, args in examples:

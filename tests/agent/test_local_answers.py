@@ -59,6 +59,8 @@ def test_calls_that_did_not_run_are_told_as_such_in_the_request_language():
         "Check before asking again."
     )
     assert russian == "Вы отклонили `deploy_dashboard`, поэтому он не выполнялся."
+    failed = turn("tagged revenue", ("search_dashboards", "Error: search_dashboards failed: No tag.", "error"))
+    assert answers.after_calls(failed, tools) == "`search_dashboards` did not succeed: No tag."
 
 
 def test_a_result_without_a_summary_is_shown_as_it_is():
@@ -174,6 +176,8 @@ def test_arguments_are_held_to_what_the_request_says():
     assert "Maria Ivanova's" in phrases and "Maria" in phrases
     assert not any(phrase.lower().startswith(("show", "me ")) or phrase.endswith("dashboards") for phrase in phrases)
     assert "" not in phrases
+    about = grounded(schema("search_dashboards"), "Search for dashboards about revenue", common)["properties"]
+    assert about["query"]["enum"] == ["revenue"]  # "search" is how the request is put: the tool's name says so
 
     drafts = grounded(schema("search_dashboards"), "Which dashboards are still drafts?", common)
     assert drafts["properties"]["status"]["anyOf"] == [{"enum": ["draft"], "type": "string"}]
@@ -233,6 +237,23 @@ def test_a_yes_or_no_named_in_words_is_taken_and_the_narrower_words_win():
     assert not {"query", "owner", "tag"} & set(with_problems["properties"])  # "errors" is not also a tag
     assert without["properties"]["has_validation_problems"]["anyOf"] == [{"type": "boolean", "enum": [False]}]
     assert "has_validation_problems" in without["required"]
+
+
+def test_a_tag_or_an_owner_is_filled_only_when_the_request_says_so():
+    search = schema("search_dashboards")
+    common = example_words([search])
+
+    for request in ["Какие дашборды про продажи?", "Покажи дашборды про логистику", "Look for dashboards about churn"]:
+        properties = grounded(search, request, common)["properties"]
+        assert not {"tag", "owner"} & set(properties), request
+        assert properties["query"]["enum"], request  # the words are searched for
+    for request, field, value in [
+        ("Покажи дашборды с тегом finance", "tag", "finance"),
+        ("Dashboards tagged marketing", "tag", "marketing"),
+        ("Find the dashboards owned by Olivia Chen", "owner", "Olivia Chen"),
+        ("Какие дашборды принадлежат Ирине Смирновой?", "owner", "Ирине Смирновой"),
+    ]:
+        assert value in grounded(search, request, common)["properties"][field]["enum"], request
 
 
 def test_a_question_never_creates_a_branch():

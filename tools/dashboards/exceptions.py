@@ -15,6 +15,10 @@ class BranchError(DashboardError):
     pass
 
 
+class TagError(DashboardError):
+    pass
+
+
 class DeploymentBlocked(DashboardError):
     pass
 

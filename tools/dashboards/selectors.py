@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
+import snowballstemmer
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 
-from .exceptions import BranchError, DashboardNotFound
-from .models import MAIN_BRANCH, Change, Dashboard, Migration, ValidationProblem, fold
+from .exceptions import BranchError, DashboardNotFound, TagError
+from .models import MAIN_BRANCH, Change, Dashboard, Migration, Tag, ValidationProblem, fold
 
 Severity = ValidationProblem.Severity
+CYRILLIC = re.compile(r"[а-яё]")
 
 SEVERITY_RANK = Case(
     When(severity=Severity.ERROR, then=Value(0)),
@@ -34,6 +38,12 @@ def with_problem_counts(queryset: QuerySet[Dashboard]) -> QuerySet[Dashboard]:
     )
 
 
+def stems(text: str) -> list[tuple[str, str]]:
+    """Each word of `text`, folded, with its stem (Snowball's, Russian for a Cyrillic word, English otherwise)."""
+    russian, english = snowballstemmer.stemmer("russian"), snowballstemmer.stemmer("english")
+    return [(word, (russian if CYRILLIC.search(word) else english).stemWord(word)) for word in fold(text).split()]
+
+
 def dashboards_search(
     *,
     query: str = "",
@@ -44,18 +54,20 @@ def dashboards_search(
 ) -> QuerySet[Dashboard]:
     """Dashboards matching every given filter, oldest id first, with their problem counts.
 
-    Each word of `query` must appear in the title, description or owner, or in one of the tags.
+    Each word of `query` must appear in the title, description or owner, or in one of the tags, and each word of
+    `owner` in the owner's name; a word matches in any of its forms ("логистику" finds "Логистика", "Ирине
+    Смирновой" finds "Ирина Смирнова").
     """
     tagged = Dashboard.tags.through.objects
     # Filters by subquery, not by join, so that the problem counts are not multiplied by matching tags.
     dashboards = Dashboard.objects.all()
-    for word in fold(query).split():
-        matches = Q(search_text__contains=word) | Q(pk__in=tagged.filter(tag__name__contains=word).values("dashboard"))
+    for word, stem in stems(query):
+        matches = Q(search_text__contains=stem) | Q(pk__in=tagged.filter(tag__name__contains=stem).values("dashboard"))
         if word.isdigit():
             matches |= Q(pk=int(word))
         dashboards = dashboards.filter(matches)
-    if owner.strip():
-        dashboards = dashboards.filter(owner_key__contains=fold(owner))
+    for _word, stem in stems(owner):
+        dashboards = dashboards.filter(owner_key__contains=stem)
     if tag.strip():
         dashboards = dashboards.filter(pk__in=tagged.filter(tag__name=fold(tag)).values("dashboard"))
     if status:
@@ -66,6 +78,14 @@ def dashboards_search(
     elif has_validation_problems is False:
         dashboards = dashboards.filter(problem_total=0)
     return dashboards.prefetch_related("tags").order_by("id")
+
+
+def tag_check(name: str) -> None:
+    """A tag of the catalogue; anything else is an error naming the tags there are (a model that guessed one,
+    or put it in the request's own language, learns which to use)."""
+    if Tag.objects.filter(name=fold(name)).exists():
+        return
+    raise TagError(f"There is no tag {name!r}; the tags are: {', '.join(Tag.objects.values_list('name', flat=True))}.")
 
 
 def problems_of(dashboard: Dashboard) -> list[ValidationProblem]:

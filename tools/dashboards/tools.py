@@ -131,6 +131,11 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
             "false": [r"\b(without|no|free of)\b.{0,30}\b(problem|error|issue)", r"\bбез\b.{0,30}\b(проблем|ошиб)"],
         },
     },
+    # The words of a search also match the owner's name, so a name said without these is still found.
+    cue_words={
+        "tag": [r"\btag", r"\bтег"],
+        "owner": [r"\bown", r"\bbelong", r"'s\b", r"\bвладе", r"\bпринадлеж"],
+    },
     examples=[
         ("Which dashboards have validation problems?", {"has_validation_problems": True}),
         ("покажи дашборды с проблемами валидации", {"has_validation_problems": True}),
@@ -148,6 +153,8 @@ def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
     All filters are optional and combine. Returns {total, page, pages, items}: each item has id, title,
     owner, status, tags and problems (counts by severity: error, warning, info).
     """
+    if args.tag.strip():
+        selectors.tag_check(args.tag)
     found = selectors.dashboards_search(
         query=args.query,
         owner=args.owner,

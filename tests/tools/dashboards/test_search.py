@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tools.dashboards.demo import CATALOGUE, DASHBOARD_PROBLEMS
+from tools.dashboards.exceptions import TagError
 from tools.dashboards.models import Dashboard
 from tools.registry import ToolArgumentsError
 
@@ -81,11 +82,23 @@ def test_words_match_tags_and_ids(catalogue):
     assert 42 in every(query="42")
 
 
+def test_a_word_matches_in_any_of_its_forms(catalogue):
+    irina = [number for number, entry in enumerate(CATALOGUE, start=1) if entry[1] == "Ирина Смирнова"]
+    logistics = [number for number, entry in enumerate(CATALOGUE, start=1) if "логистик" in entry[0].lower()]
+    assert logistics and every(query="логистику") == logistics  # "Логистика: сроки доставки"
+    assert every(query="Ирине Смирновой") == irina == every(owner="Ирины Смирновой")
+    assert every(query="продажи") == every(query="продаж")
+    assert 3 in every(query="campaigns")  # "Marketing campaign performance"
+
+
 def test_owner_tag_and_status(catalogue):
     alexey = [number for number, entry in enumerate(CATALOGUE, start=1) if entry[1] == "Алексей Кузнецов"]
     assert every(owner="кузнецов") == alexey
     assert every(tag="Procurement") == [25]
-    assert every(tag="proc") == []  # a tag is matched whole
+    with pytest.raises(TagError, match=r"^There is no tag 'proc'; the tags are: customers, data-quality, executive, "):
+        search(tag="proc")  # a tag is matched whole
+    with pytest.raises(TagError, match=r"no tag 'продажи'.* support, tax\.$"):
+        search(query="продажи", tag="продажи")
     assert every(status="deprecated") == [30, 47, 63]
 
 

@@ -61,7 +61,8 @@ def _result(message: ChatMessage, tool: ToolSchema | None, language: str) -> str
     content = message["content"]
     outcome = message.get("outcome", "done")
     if outcome != "done":
-        return _not_done(outcome, name, content.removeprefix("Error: "))
+        # "Error: search_dashboards failed: There is no tag…" is told as "`search_dashboards` did not succeed: There…"
+        return _not_done(outcome, name, content.removeprefix("Error: ").removeprefix(f"{name} failed: "))
     summarize = tool.get("summarize") if tool else None
     if summarize is not None:
         try:

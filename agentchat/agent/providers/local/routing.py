@@ -254,7 +254,7 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
     - a free string is one of the request's phrases (up to four words) that begins and ends with a word of its
       own, not one of `common`, the words example requests are made of ("find", "dashboards"), nor a stop word
       ("my", "меня"), nor a word that names a choice ("errors"), or its default; an optional one the request has
-      no such phrase for is left out;
+      no such phrase for, or whose cue words (a tag's "tag", "тег") it does not say, is left out;
     - a whole number is one of the request's numbers or its default, and only the one after a word like the
       argument's name when there is one ("migration 5 of dashboard 3": dashboard_id 3), never one after another
       argument's word; an optional one left with no number is left out;
@@ -308,6 +308,9 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
         if "const" in field or field.get("format"):
             return field
         default = field.get("default")
+        cues = tool.get("cue_words", {}).get(name)
+        if cues and name not in required and not any(re.search(cue, request, re.IGNORECASE) for cue in cues):
+            return None
         if field.get("type") == "string":
             longest = field.get("maxLength", 10_000)
             values = [phrase for phrase in phrases if len(phrase) <= longest]
@@ -337,8 +340,10 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
 
 
 def example_words(tools: list[ToolSchema]) -> set[str]:
-    """The words of the tools' example requests that are not in their arguments: how requests are put."""
-    said, values = set(), set()
+    """The words of the tools' example requests that are not in their arguments, and the verb each tool's name
+    begins with ("search" of search_dashboards): how requests are put."""
+    said = {tool["name"].split("__")[-1].split("_")[0].lower() for tool in tools}
+    values = set()
     for example in (example for tool in tools for example in tool.get("examples", [])):
         said.update(word.lower() for word in _words(example["request"]))
         values.update(word.lower() for value in example["args"].values() for word in _words(str(value)))
