@@ -31,27 +31,32 @@ from agentchat.agent.providers.local import LocalProvider
 from tests.agent.test_local_routing import offered, user
 from tools.registry import registry
 
+# Where a name or a tag may go and still be found (the search's words match owners and tags too).
+OWNER, TAG = ("query", "owner"), ("query", "tag")
 # The summary table: request set, then its figures.
 COLUMNS = ("requests", "tool right", "key args right", "dangerous unasked", "asked back", "first event s", "max s")
 
 
 @dataclass(frozen=True)
 class Case:
-    """A request and the call it should get: exactly these arguments (or one argument containing `mentions`:
-    "owned by Olivia" may go to `owner` or to `query`), and no others unless `more` (where one more does no harm:
-    a branch's name, a commit's message)."""
+    """A request and the call it should get: exactly these arguments (or one argument containing `mentions`, one
+    of those `within` that would find it: the search's words match titles, owners and tags alike, so "owned by
+    Olivia" may go to `owner` or to `query`, but "about churn" only to `query`), and no others unless `more`
+    (where one more does no harm: a branch's name, a commit's message)."""
 
     request: str
     tool: str
     args: dict[str, Any] = field(default_factory=dict)
     mentions: str = ""
+    within: tuple[str, ...] = ("query",)
     more: bool = False
 
     def judge(self, name: str, args: dict[str, Any]) -> tuple[bool, bool]:
         if name != self.tool:
             return False, False
         if self.mentions:
-            return True, len(args) == 1 and self.mentions in str(next(iter(args.values()))).lower()
+            found = [key for key, value in args.items() if key in self.within and self.mentions in str(value).lower()]
+            return True, len(args) == 1 and bool(found)
         if self.more:
             return True, all(args.get(key) == value for key, value in self.args.items())
         return True, args == self.args
@@ -77,8 +82,8 @@ TUNING = [
     *REPORTED,
     *REPORTED_WHOLE_CATALOGUE,
     Case("List the dashboards that have validation errors", "search_dashboards", {"has_validation_problems": True}),
-    Case("Find the dashboards owned by Olivia Chen", "search_dashboards", mentions="olivia"),
-    Case("Найди дашборды с тегом finance", "search_dashboards", mentions="financ"),
+    Case("Find the dashboards owned by Olivia Chen", "search_dashboards", mentions="olivia", within=OWNER),
+    Case("Найди дашборды с тегом finance", "search_dashboards", mentions="financ", within=TAG),
     Case("What is wrong with dashboard 7?", "dashboard_health", {"dashboard_id": 7}),
     Case("Проверь состояние дашборда 19", "dashboard_health", {"dashboard_id": 19}),
     Case("Can dashboard 7 go to production?", "dashboard_health", {"dashboard_id": 7}),
@@ -95,8 +100,8 @@ TUNING = [
 ]
 TUNING_UNLIKE_EXAMPLES = [
     Case("Show dashboards with errors", "search_dashboards", {"has_validation_problems": True}),
-    Case("Какие дашборды принадлежат Ирине Смирновой?", "search_dashboards", mentions="ирин"),
-    Case("dashboards tagged marketing", "search_dashboards", mentions="marketing"),
+    Case("Какие дашборды принадлежат Ирине Смирновой?", "search_dashboards", mentions="ирин", within=OWNER),
+    Case("dashboards tagged marketing", "search_dashboards", mentions="marketing", within=TAG),
     Case("Give me the health report of dashboard 3", "dashboard_health", {"dashboard_id": 3}),
     Case("Что не так с дашбордом 42?", "dashboard_health", {"dashboard_id": 42}),
     Case("Branch dashboard 19 as experiment-1", "create_branch", {"dashboard_id": 19, "name": "experiment-1"}),
@@ -111,7 +116,7 @@ TUNING_UNLIKE_EXAMPLES = [
 ]
 TUNING_FORMER_HELD_OUT = [
     Case("Which dashboards are still drafts?", "search_dashboards", {"status": "draft"}),
-    Case("Show me Maria Ivanova's dashboards", "search_dashboards", mentions="ivanova"),
+    Case("Show me Maria Ivanova's dashboards", "search_dashboards", mentions="ivanova", within=OWNER),
     Case("Есть ли дашборды про продажи?", "search_dashboards", mentions="продаж"),
     Case("Does dashboard 4 have any errors?", "dashboard_health", {"dashboard_id": 4}),
     Case("Is it safe to deploy dashboard 9 to production?", "dashboard_health", {"dashboard_id": 9}),
@@ -164,12 +169,12 @@ TUNING_FIRST_FRESH = [
     Case("Можно ли развернуть дашборд 7 в продакшен?", "dashboard_health", {"dashboard_id": 7}),
     Case("Когда дашборд 42 последний раз деплоили?", "dashboard_health", {"dashboard_id": 42}),
     # The other tools.
-    Case("Which dashboards belong to Olivia Chen?", "search_dashboards", mentions="olivia"),
+    Case("Which dashboards belong to Olivia Chen?", "search_dashboards", mentions="olivia", within=OWNER),
     Case("List the deprecated dashboards", "search_dashboards", {"status": "deprecated"}),
     Case("Show me the health of dashboard 27", "dashboard_health", {"dashboard_id": 27}),
     Case("Create a branch named hotfix-1 for dashboard 4", "create_branch", {"dashboard_id": 4, "name": "hotfix-1"}),
     Case("Are any dashboards failing validation?", "search_dashboards", {"has_validation_problems": True}),
-    Case("Найди дашборды Алексея Кузнецова", "search_dashboards", mentions="кузнецов"),
+    Case("Найди дашборды Алексея Кузнецова", "search_dashboards", mentions="кузнецов", within=OWNER),
     Case("Покажи опубликованные дашборды", "search_dashboards", {"status": "published"}),
     Case("Какие ошибки у дашборда 33?", "dashboard_health", {"dashboard_id": 33}),
     Case("Создай ветку experiment для дашборда 9", "create_branch", {"dashboard_id": 9, "name": "experiment"}),
@@ -216,12 +221,12 @@ TUNING_SECOND_FRESH = [
     # The other tools.
     Case("Search for dashboards about revenue", "search_dashboards", mentions="revenue"),
     Case("Show all draft dashboards", "search_dashboards", {"status": "draft"}),
-    Case("Which dashboards does James Patel own?", "search_dashboards", mentions="patel"),
+    Case("Which dashboards does James Patel own?", "search_dashboards", mentions="patel", within=OWNER),
     Case("Check dashboard 12", "dashboard_health", {"dashboard_id": 12}),
     Case("Start a new branch called redesign on dashboard 8", "create_branch", {"dashboard_id": 8, "name": "redesign"}),
     Case("Найди дашборды про отток", "search_dashboards", mentions="отток"),
     Case("Какие дашборды устарели?", "search_dashboards", {"status": "deprecated"}),
-    Case("Покажи дашборды с тегом marketing", "search_dashboards", mentions="marketing"),
+    Case("Покажи дашборды с тегом marketing", "search_dashboards", mentions="marketing", within=TAG),
     Case("Как дела у дашборда 12?", "dashboard_health", {"dashboard_id": 12}),
     Case("Сделай ветку для дашборда 8", "create_branch", {"dashboard_id": 8}, more=True),
 ]
@@ -272,12 +277,12 @@ FRESH = [
     # The other tools.
     Case("Look for dashboards about churn", "search_dashboards", mentions="churn"),
     Case("Which dashboards are published?", "search_dashboards", {"status": "published"}),
-    Case("Dashboards owned by Daniel Brooks", "search_dashboards", mentions="brooks"),
+    Case("Dashboards owned by Daniel Brooks", "search_dashboards", mentions="brooks", within=OWNER),
     Case("Give me a health check of dashboard 3", "dashboard_health", {"dashboard_id": 3}),
     Case("Branch dashboard 11 as fix-labels", "create_branch", {"dashboard_id": 11, "name": "fix-labels"}),
     Case("Найди дашборды про логистику", "search_dashboards", mentions="логист"),
     Case("Какие дашборды ещё черновики?", "search_dashboards", {"status": "draft"}),
-    Case("Дашборды Дмитрия Орлова", "search_dashboards", mentions="орлов"),
+    Case("Дашборды Дмитрия Орлова", "search_dashboards", mentions="орлов", within=OWNER),
     Case("Проверь дашборд 3", "dashboard_health", {"dashboard_id": 3}),
     Case("Создай ветку fix-labels для дашборда 11", "create_branch", {"dashboard_id": 11, "name": "fix-labels"}),
 ]
