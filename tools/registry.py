@@ -63,8 +63,9 @@ class ToolSchema(TypedDict):
     words a request does not say, the local model leaves out; `cue_words`, for an optional free argument whose
     values are not the request's own words, the words of which one must be in a request before the local model
     may fill it ({"tag": ["\\btag", "\\bтег"]}: "dashboards about sales" searches for the words, it names no
-    tag); `summarize`, which tells what a result means, so that the local model's answer repeats only what the
-    tool returned.
+    tag), and a tool that declares them never has the request's own words left out (they go to the argument
+    they cue, or else to its first free one); `summarize`, which tells what a result means, so that the local
+    model's answer repeats only what the tool returned.
     """
 
     name: str

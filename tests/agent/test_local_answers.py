@@ -114,6 +114,9 @@ def test_asked_what_it_is_in_english_it_says_what_the_demo_model_can_do():
         ("Who made you?", True),
         ("How can you help me?", True),
         ("What's your name?", True),
+        ("Help", True),
+        ("помогите!", True),
+        ("Help me find dashboard 7", False),
         ("What can dashboard 7 do?", False),
         ("Thanks, that was helpful", False),
         ("Who owns dashboard 3?", False),
@@ -172,7 +175,7 @@ def test_arguments_are_held_to_what_the_request_says():
     assert migration["migration_id"]["anyOf"][0]["enum"] == [5]
 
     search = grounded(schema("search_dashboards"), "Show me Maria Ivanova's dashboards", common)
-    phrases = search["properties"]["owner"]["enum"]
+    phrases = search["properties"]["query"]["enum"]
     assert "Maria Ivanova's" in phrases and "Maria" in phrases
     assert not any(phrase.lower().startswith(("show", "me ")) or phrase.endswith("dashboards") for phrase in phrases)
     assert "" not in phrases
@@ -237,6 +240,19 @@ def test_a_yes_or_no_named_in_words_is_taken_and_the_narrower_words_win():
     assert not {"query", "owner", "tag"} & set(with_problems["properties"])  # "errors" is not also a tag
     assert without["properties"]["has_validation_problems"]["anyOf"] == [{"type": "boolean", "enum": [False]}]
     assert "has_validation_problems" in without["required"]
+
+
+def test_a_search_never_leaves_the_requests_own_words_out():
+    tools = [schema(name) for name in ("search_dashboards", "create_branch", "commit_changes")]
+    common = example_words(tools)
+
+    published = grounded(schema("search_dashboards"), "Покажи опубликованные дашборды про маркетинг", common)
+    assert {"status", "query"} <= set(published["required"])
+    assert published["properties"]["query"]["enum"] == ["маркетинг"]
+    olivia = grounded(schema("search_dashboards"), "Which dashboards belong to Olivia Chen?", common)
+    assert "owner" in olivia["required"] and "query" not in olivia["required"]
+    branch = grounded(schema("create_branch"), "Make a branch of dashboard 15 for testing things", common)
+    assert branch["required"] == ["dashboard_id"]  # a name left out is the tool's to make
 
 
 def test_a_tag_or_an_owner_is_filled_only_when_the_request_says_so():

@@ -212,3 +212,13 @@ async def test_russian_small_talk_gets_an_honest_fixed_reply(provider: LocalProv
     answer = await provider.chat(params)
     assert answer.tool_calls == []
     assert answer.content.startswith("Я — демонстрационная модель")
+
+
+@pytest.mark.parametrize(
+    ("request_text", "says"), [("Помогите", "Я — демонстрационная модель"), ("Help!", "I am the demo")]
+)
+async def test_a_bare_call_for_help_is_told_what_the_demo_model_can_do(provider: LocalProvider, request_text, says):
+    params = ProviderChatParams(messages=[user(request_text)], system_prompt=build_system_prompt(), tools=offered())
+    answer = await provider.chat(params)
+    assert answer.tool_calls == []
+    assert answer.content.startswith(says)

@@ -134,7 +134,7 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
     # The words of a search also match the owner's name, so a name said without these is still found.
     cue_words={
         "tag": [r"\btag", r"\bтег"],
-        "owner": [r"\bown", r"\bbelong", r"'s\b", r"\bвладе", r"\bпринадлеж"],
+        "owner": [r"\bown", r"\bbelong", r"\bвладе", r"\bпринадлеж"],
     },
     examples=[
         ("Which dashboards have validation problems?", {"has_validation_problems": True}),

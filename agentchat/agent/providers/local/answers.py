@@ -30,6 +30,8 @@ ABOUT_ITSELF = re.compile(
     r"\bwhat are you\b|\byour name\b|\bчто ты (умеешь|можешь)|\bкто ты\b|\bкак тебя зовут|\bчем (ты )?(можешь )?помочь",
     re.IGNORECASE,
 )
+# "Help" and nothing else: no tool is meant, though a search would take the word.
+HELP = re.compile(r"^\W*(help|помощь|помоги(те)?)\W*$", re.IGNORECASE)
 
 
 def last_request(history: list[ChatMessage]) -> str:
@@ -111,7 +113,11 @@ def unsure(request: str, tools: list[ToolSchema]) -> str:
 
 
 def asks_about_itself(request: str) -> bool:
-    return bool(ABOUT_ITSELF.search(request))
+    return bool(ABOUT_ITSELF.search(request)) or asks_for_help(request)
+
+
+def asks_for_help(request: str) -> bool:
+    return bool(HELP.match(request))
 
 
 def what_it_can_do(request: str, tools: list[ToolSchema]) -> str:

@@ -126,7 +126,7 @@ class LocalProvider:
             # One tool round per request, then words, and the words are the tools' own (answers.py).
             return self._say(answers.after_calls(params.messages, params.tools), emit)
         request = last["content"] if last is not None and last["role"] == "user" else ""
-        if request and params.tools:
+        if request and params.tools and not answers.asks_for_help(request):
             decision = decide(llm, system_prompt, history, params.tools, watch)
             if decision.call is not None:
                 return ProviderChatResponse(content="", tool_calls=[decision.call], finish_reason="tool_calls")

@@ -260,7 +260,9 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
       argument's word; an optional one left with no number is left out;
     - a choice the request names (one value of an enum, "staging"; true or false of a yes/no field with choice
       words) is that value, and no longer optional; an optional choice with choice words the request names no
-      value of is left out.
+      value of is left out;
+    - for a tool with cue words (a search), the request's own phrases are not optional: the argument they cue, or
+      else the first free string, must take one.
 
     A field the request says nothing for keeps its schema.
     """
@@ -286,6 +288,7 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
             before.setdefault(int(word), set()).add(_stem(previous))
     stems = _number_stems(tool)
     required = list(parameters.get("required", []))
+    worded: list[str] = []  # the free strings that may take one of the request's phrases
 
     def ground(name: str, field: dict[str, Any]) -> dict[str, Any] | None:
         """The field held to the request; None: the request gives it nothing it may take, so it is left out."""
@@ -314,6 +317,7 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
         if field.get("type") == "string":
             longest = field.get("maxLength", 10_000)
             values = [phrase for phrase in phrases if len(phrase) <= longest]
+            worded.extend([name] if values else [])
             values += [default] if isinstance(default, str) and default else []
         elif field.get("type") == "integer":
             low, high = field.get("minimum", -math.inf), field.get("maximum", math.inf)
@@ -336,6 +340,12 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
     properties = {
         name: kept for name, field in parameters.get("properties", {}).items() if (kept := ground(name, field))
     }
+    if worded and "cue_words" in tool:
+        # A tool whose free arguments are told apart by cue words (a search) never leaves the request's own words
+        # out: they go to the argument they name ("owned by"), or else to the first that takes words ("published
+        # dashboards about marketing": status and query). Elsewhere an optional name or message is left to the tool.
+        cued = [name for name in worded if name in tool["cue_words"]]
+        required.append((cued or worded)[0])
     return {**parameters, "properties": properties, "required": list(dict.fromkeys(required))}
 
 
