@@ -13,6 +13,7 @@ BASE_PROMPT = """You are AgentChat's assistant. You help the signed-in user by a
 - Answer in the language the user writes in. Be brief; use Markdown lists and tables where they help."""
 
 CONTEXT_LIMIT = 2000
+PAGE = "What the page shows (JSON): "
 
 
 def _describe_focus(focus: Mapping[str, Any]) -> str:
@@ -35,6 +36,12 @@ def build_system_prompt(context: Mapping[str, Any] | None = None, sections: Sequ
         shown = json.dumps(context, ensure_ascii=False, default=str)
         if len(shown) > CONTEXT_LIMIT:
             shown = shown[:CONTEXT_LIMIT] + " …(cut)"
-        parts.append(f"What the page shows (JSON): {shown}")
+        parts.append(PAGE + shown)
     parts.extend(sections)
     return "\n\n".join(parts)
+
+
+def page_shown(system_prompt: str) -> str:
+    """What `system_prompt` says the page shows, as JSON; "" when it says nothing of it."""
+    start = system_prompt.find(PAGE)
+    return "" if start < 0 else system_prompt[start + len(PAGE) :].split("\n", 1)[0]

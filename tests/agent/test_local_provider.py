@@ -40,6 +40,7 @@ from agentchat.agent.providers.local.llama import (
 from agentchat.agent.providers.local.model import CONTEXT_WINDOW, generation_lock, load_model, packaged_model_path
 from agentchat.agent.providers.local.provider import DEFAULT_SYSTEM_PROMPT
 from agentchat.agent.providers.local.routing import decision_messages
+from tools.files import ATTACHED
 from tools.registry import ToolArgs, ToolContext, ToolRegistry
 from tools.registry import registry as app_registry
 
@@ -413,6 +414,24 @@ async def test_a_request_after_earlier_turns_is_read_without_them(provider: Loca
     after = await provider.chat(ProviderChatParams(messages=[*earlier, request], tools=[WEATHER_TOOL], max_tokens=8))
 
     assert sum(read) < len(prompt_tokens(llm, result))  # seconds of reading on two cores, had it read them
+    assert [(call["name"], call["args"]) for call in after.tool_calls] == [
+        (call["name"], call["args"]) for call in alone.tool_calls
+    ]
+
+
+async def test_a_requests_attached_files_are_not_read(provider: LocalProvider, monkeypatch):
+    llm = load_model(provider.model_path, provider.threads)
+    table = "\n".join(f"City number {n},{n},clear" for n in range(200))
+    request = user("What is the weather in Oslo?")
+    alone = await provider.chat(ProviderChatParams(messages=[request], tools=[WEATHER_TOOL], max_tokens=8))
+    read: list[int] = []
+    evaluate_tokens = llm.eval
+    monkeypatch.setattr(llm, "eval", lambda tokens: read.append(len(tokens)) or evaluate_tokens(tokens))
+
+    with_files = user(f"What is the weather in Oslo?{ATTACHED}\n\n{table}\n\n--- End of the attached files ---")
+    after = await provider.chat(ProviderChatParams(messages=[with_files], tools=[WEATHER_TOOL], max_tokens=8))
+
+    assert sum(read) < len(prompt_tokens(llm, table))
     assert [(call["name"], call["args"]) for call in after.tool_calls] == [
         (call["name"], call["args"]) for call in alone.tool_calls
     ]

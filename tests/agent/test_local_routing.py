@@ -222,3 +222,23 @@ async def test_a_bare_call_for_help_is_told_what_the_demo_model_can_do(provider:
     answer = await provider.chat(params)
     assert answer.tool_calls == []
     assert answer.content.startswith(says)
+
+
+async def test_numbers_of_the_attached_files_are_no_dashboard_id(provider: LocalProvider):
+    files = (
+        "Files the user attached to this conversation, newest first:\n- id 7: CSV table, 4 rows × 3 columns, 95 bytes"
+    )
+    asked = [user("Какой регион продал больше в феврале?")]
+    on_a_page = ProviderChatParams(
+        messages=[user("How healthy is it?")],
+        system_prompt=build_system_prompt({"focus": {"type": "dashboard", "id": 42}}),
+        tools=offered(),
+    )
+
+    answer = await provider.chat(
+        ProviderChatParams(messages=asked, system_prompt=build_system_prompt(None, [files]), tools=offered())
+    )
+    shown = await provider.chat(on_a_page)
+
+    assert not [call for call in answer.tool_calls if "dashboard_id" in call["args"]], answer.tool_calls
+    assert [(call["name"], call["args"]) for call in shown.tool_calls] == [("dashboard_health", {"dashboard_id": 42})]

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
+from tools.files import ATTACHED
+
 from ...prompts import build_system_prompt
 from ..base import ChatMessage, ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta, Usage
 from . import answers
@@ -41,9 +43,15 @@ DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 
 
 def newest_turn(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """The last user message and what came after it (the whole history when none is the user's)."""
+    """The last user message and what came after it (the whole history when none is the user's); of the message,
+    the person's own words, not its files' text, which it has no tool to read and would take seconds to."""
     asked = [index for index, message in enumerate(messages) if message["role"] == "user"]
-    return messages[asked[-1] :] if asked else messages
+    if not asked:
+        return messages
+    request, *after = messages[asked[-1] :]
+    if isinstance(request["content"], str):
+        request = {**request, "content": request["content"].split(ATTACHED, 1)[0]}
+    return [request, *after]
 
 
 def llama_error(exc: Exception) -> ProviderError:
@@ -118,13 +126,14 @@ class LocalProvider:
         llm = load_model(self.model_path, self.threads)
         # It does not hold a conversation: the newest turn is all it reads. The earlier turns, a tool's whole result
         # among them, would be read again at every request, seconds each on two cores (docs/operations.md).
-        history = to_chatml_messages(newest_turn(params.messages))
+        turn = newest_turn(params.messages)
+        history = to_chatml_messages(turn)
         # Always a system message: without one the template injects "You are ... SmolLM".
         system_prompt = params.system_prompt or DEFAULT_SYSTEM_PROMPT
-        last = params.messages[-1] if params.messages else None
+        last = turn[-1] if turn else None
         if last is not None and last["role"] == "tool":
             # One tool round per request, then words, and the words are the tools' own (answers.py).
-            return self._say(answers.after_calls(params.messages, params.tools), emit)
+            return self._say(answers.after_calls(turn, params.tools), emit)
         request = last["content"] if last is not None and last["role"] == "user" else ""
         if request and params.tools and not answers.asks_for_help(request):
             decision = decide(llm, system_prompt, history, params.tools, watch)

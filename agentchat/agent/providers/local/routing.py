@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from stop_words import get_stop_words
 
+from ...prompts import page_shown
 from ..base import ToolCall, ToolSchema
 from .chatml import chat_prompt, prompt_tokens
 from .llama import DECISION_SAMPLING, arguments_grammar, evaluate, generate, log_likelihoods
@@ -248,7 +249,7 @@ def needs_a_number(tool: ToolSchema) -> bool:
     return any(_integer(properties.get(name, {})) for name in tool["parameters"].get("required", []))
 
 
-def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]:
+def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -> dict[str, Any]:
     """The tool's arguments schema held to what the request says, so that the model picks and cannot invent:
 
     - a free string is one of the request's phrases (up to four words) that begins and ends with a word of its
@@ -257,7 +258,8 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
       no such phrase for, or whose cue words (a tag's "tag", "тег") it does not say, is left out;
     - a whole number is one of the request's numbers or its default, and only the one after a word like the
       argument's name when there is one ("migration 5 of dashboard 3": dashboard_id 3), never one after another
-      argument's word; an optional one left with no number is left out;
+      argument's word; a required one the request has no number for is one of `page`'s (what the page shows:
+      "How healthy is it?" on dashboard 42); an optional one left with no number is left out;
     - a choice the request names (one value of an enum, "staging"; true or false of a yes/no field with choice
       words) is that value, and no longer optional; an optional choice with choice words the request names no
       value of is left out;
@@ -282,6 +284,7 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
         )
     )
     numbers = sorted({int(number) for number in NUMBER.findall(request)})
+    shown = sorted({int(number) for number in NUMBER.findall(page)})
     before: dict[int, set[str]] = {}
     for previous, word in itertools.pairwise(words):
         if NUMBER.fullmatch(word):
@@ -328,6 +331,8 @@ def grounded(tool: ToolSchema, request: str, common: set[str]) -> dict[str, Any]
             values = placed or [number for number in values if not before.get(number, set()) & others]
             if not values and numbers and name not in required:
                 return None
+            if not values and name in required:
+                values = [number for number in shown if low <= number <= high]
             values += [default] if isinstance(default, int) and not isinstance(default, bool) else []
         else:
             return field
@@ -397,8 +402,10 @@ def decide(
 ) -> Decision:
     """The tool to call and its arguments; two tools it cannot tell apart; or no tool (module docstring)."""
     request = history[-1]["content"]
-    # Numbers the person may mean: the request's, and the page's (the system prompt says which dashboard is shown).
-    numbered = NUMBER.search(request) is not None or NUMBER.search(system_prompt) is not None
+    # Numbers the person may mean: the request's, and the page's (the system prompt says which dashboard is shown),
+    # not those of the rest of the system prompt (the attached files' sizes and row counts).
+    page = page_shown(system_prompt)
+    numbered = NUMBER.search(request) is not None or NUMBER.search(page) is not None
     # How requests are put, from every tool's examples: "Какие" is a health check's as much as a search's.
     common = example_words(tools)
     tools = [tool for tool in tools if names_its_action(request, tool) and (numbered or not needs_a_number(tool))]
@@ -431,7 +438,7 @@ def decide(
         watch,
         max_tokens=DECISION_MAX_TOKENS,
         sampling=DECISION_SAMPLING,
-        grammar=arguments_grammar({**tool, "parameters": grounded(tool, request, common)}),
+        grammar=arguments_grammar({**tool, "parameters": grounded(tool, request, common, page)}),
     )
     if finish_reason != "stop":  # arguments cut short
         return Decision()
