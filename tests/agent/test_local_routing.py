@@ -242,3 +242,14 @@ async def test_numbers_of_the_attached_files_are_no_dashboard_id(provider: Local
 
     assert not [call for call in answer.tool_calls if "dashboard_id" in call["args"]], answer.tool_calls
     assert [(call["name"], call["args"]) for call in shown.tool_calls] == [("dashboard_health", {"dashboard_id": 42})]
+
+
+async def test_english_small_talk_gets_one_line_and_a_general_question_the_fixed_reply(provider: LocalProvider):
+    def asked(text: str) -> ProviderChatParams:
+        return ProviderChatParams(messages=[user(text)], system_prompt=build_system_prompt(), tools=offered())
+
+    greeting = await provider.chat(asked("Hi"))
+    question = await provider.chat(asked("What's the capital of France?"))
+
+    assert greeting.tool_calls == [] and greeting.content.strip() and "\n" not in greeting.content
+    assert question.tool_calls == [] and question.content.startswith("I am the demo model")

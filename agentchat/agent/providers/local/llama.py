@@ -21,7 +21,9 @@ logger = logging.getLogger(__name__)
 
 # Greedy decoding: at 135M parameters, sampling at 0.7 gave visibly worse answers than temperature 0, and greedy
 # keeps the tests deterministic. The small repeat penalty keeps greedy text from looping.
-TEXT_SAMPLING: dict[str, Any] = {"temperature": 0.0, "repeat_penalty": 1.1}
+# One line: past its first, a 135M model goes on to write the person's side of the conversation too ("Hi" became
+# "Hello! | I'm looking for a new hobby…") or a letter's signature ("[Your Name]").
+TEXT_SAMPLING: dict[str, Any] = {"temperature": 0.0, "repeat_penalty": 1.1, "stop": ["\n"]}
 DECISION_SAMPLING: dict[str, Any] = {"temperature": 0.0}
 # A prompt is evaluated in pieces this long, checking for a stop and the deadline in between.
 EVAL_CHUNK = 128
