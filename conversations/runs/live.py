@@ -39,8 +39,8 @@ class LiveRun:
     # what makes it: the echo of a message taken in on the event loop is made once the provider has been asked.
     opening: list[dict[str, Any] | Callable[[], dict[str, Any]]] = field(default_factory=list)
     started: bool = False  # run_started is sent
-    # Its requests for approval, sent once the gate is released: a decision or a new message sent on seeing one
-    # must not find the run still going.
+    # Its requests for approval, sent once the gate is released (however the run ended: each stays pending), so
+    # that a decision or a new message sent on seeing one does not find the run still going.
     asking: list[dict[str, Any]] = field(default_factory=list)
     # Whether a socket of another process listens to the conversation: its frames then go through the channel layer
     # to every process, otherwise straight to this process's sockets. None until its first frame asks; True from a

@@ -244,9 +244,9 @@ class RunManager:
             except db.DATABASE_UNREACHABLE:
                 logger.error("run %s could not release its conversation; its heartbeat will lapse", run.run_id)
             self.live.pop(run.run_id, None)
-        if status == "awaiting_confirmation":
-            for frame in run.asking:
-                await recorder.send(frame)
+        # However the run ended, a call it stored a request for stays pending: its card is shown.
+        for frame in run.asking:
+            await recorder.send(frame)
         if status == "failed":
             await recorder.send({"type": "error", "code": "PROVIDER_ERROR", "message": translate(error)})
         await recorder.send({"type": "run_finished", "status": status, "message_id": run.last_assistant_id})
