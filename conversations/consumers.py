@@ -25,7 +25,7 @@ from rest_framework_simplejwt.tokens import AccessToken
 
 from agentchat import tasks
 from agentchat.sentences import reader_language, token_problem
-from agentchat.text import nesting, unstorable
+from agentchat.text import unstorable
 
 from . import live_auth, runs, selectors, services
 from .exceptions import AccessRefused, ChatError, Invalid
@@ -259,8 +259,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise Invalid(_('"attachments" must be a list of attachment ids.'))
         if not isinstance(context, dict):
             raise Invalid(_('"context" must be an object.'))
-        if nesting(context) > services.MAX_CONTEXT_DEPTH:
-            raise Invalid(_('"context" may nest at most %(levels)s levels.') % {"levels": services.MAX_CONTEXT_DEPTH})
+        if (too_deep := services.context_too_deep(context)) is not None:
+            raise Invalid(too_deep)
         turn = services.Turn(
             "message", content, client_id, attachments=tuple(attachments), metadata={"context": context}
         )

@@ -9,13 +9,13 @@ from rest_framework import serializers
 
 from agentchat.api import ErrorSerializer
 from agentchat.sentences import translate
-from agentchat.text import nesting, unstorable
+from agentchat.text import unstorable
 
 from ..decisions import Decision, message_decision
 from ..markdown import render_markdown
 from ..models import Attachment, Conversation, Message
 from ..search import Match, match_of
-from ..services import MAX_CONTEXT_DEPTH
+from ..services import context_too_deep
 
 
 class UsageSerializer(serializers.Serializer):
@@ -210,10 +210,8 @@ class AgentChatRequestSerializer(serializers.Serializer):
 
     def validate_context(self, context: dict) -> dict:
         """As a message frame's page context: shallow, and only text that can be stored."""
-        if nesting(context) > MAX_CONTEXT_DEPTH:
-            raise serializers.ValidationError(
-                _('"context" may nest at most %(levels)s levels.') % {"levels": MAX_CONTEXT_DEPTH}
-            )
+        if (too_deep := context_too_deep(context)) is not None:
+            raise serializers.ValidationError(too_deep)
         if (refused := unstorable(context)) == "nul":
             raise serializers.ValidationError(_("The context cannot hold the NUL character (\\u0000)."))
         if refused == "surrogate":

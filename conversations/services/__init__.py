@@ -44,7 +44,7 @@ from .run_gate import (
     run_open,
 )
 from .settle import Settle, confirmations_supersede, decision_outcome, decisions_settle
-from .turns import MAX_CONTEXT_DEPTH, Turn
+from .turns import MAX_CONTEXT_DEPTH, Turn, context_too_deep
 from .usage import usage_record
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "confirmation_decide",
     "confirmation_request",
     "confirmations_supersede",
+    "context_too_deep",
     "conversation_archive",
     "conversation_begin",
     "conversation_create",

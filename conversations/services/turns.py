@@ -7,6 +7,8 @@ from typing import Any, NamedTuple
 
 from django.utils.translation import gettext as _
 
+from agentchat.text import nesting
+
 from .. import selectors
 from ..exceptions import Invalid, NotFound
 from ..models import AuditEvent, Conversation, Message
@@ -17,6 +19,13 @@ from .settle import confirmations_supersede
 # How deep a message's page context may nest. What a page shows is a shallow object; a deep one would be stored and
 # then fail to travel to the sockets.
 MAX_CONTEXT_DEPTH = 16
+
+
+def context_too_deep(context: dict) -> str | None:
+    """Why a message's page context, from a socket or the chat API, is refused for its depth; None when it is not."""
+    if nesting(context) > MAX_CONTEXT_DEPTH:
+        return _('"context" may nest at most %(levels)s levels.') % {"levels": MAX_CONTEXT_DEPTH}
+    return None
 
 
 class Turn(NamedTuple):
