@@ -59,6 +59,50 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"Chromium is not installed at {CHROMIUM}: make test installs it"))
 
 
+class PageLog:
+    """What a context's pages did, timed from the context's start: navigations, their sockets' frames and closes,
+    and console messages. A failed test's report shows it beside the server's log, where a race shows."""
+
+    LINES = 80
+
+    def __init__(self, context):
+        self.start = time.monotonic()
+        self.lines: list[str] = []
+        context.on("page", self.watch)
+
+    def add(self, text: str) -> None:
+        self.lines.append(f"{time.monotonic() - self.start:7.3f}s {text[:160]}")
+
+    def watch(self, page) -> None:
+        page.on("framenavigated", lambda frame: frame == page.main_frame and self.add(f"page at {frame.url}"))
+        page.on("console", lambda message: self.add(f"console {message.type}: {message.text}"))
+        page.on("websocket", self.socket)
+
+    def socket(self, socket) -> None:
+        self.add(f"socket to {socket.url}")
+        socket.on("framesent", lambda payload: self.add(f"  sent {payload}"))
+        socket.on("framereceived", lambda payload: self.add(f"  received {payload}"))
+        socket.on("close", lambda _: self.add("  socket closed"))
+
+    def text(self) -> str:
+        return "\n".join(self.lines[-self.LINES :])
+
+
+PAGE_LOG = pytest.StashKey[PageLog]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed browser test's report ends with what its pages did and what the server logged meanwhile."""
+    report = yield
+    if report.failed:
+        if (pages := item.stash.get(PAGE_LOG, None)) is not None:
+            report.sections.append(("pages", pages.text()))
+        if isinstance(server := item.funcargs.get("server"), DaphneProcess):
+            report.sections.append(("daphne log (last lines)", server.tail()))
+    return report
+
+
 @pytest.fixture(scope="package")
 def browser_llm():
     with FakeLLM() as llm:
@@ -120,6 +164,7 @@ def context(browser, server, transactional_db, request):
     """A browser context (cookies of its own) whose pages talk to the test server; one screenshot at the end."""
     context = browser.new_context(base_url=server.http_url, viewport={"width": 1280, "height": 800}, locale="en-US")
     context.set_default_timeout(TIMEOUT_MS)
+    request.node.stash[PAGE_LOG] = PageLog(context)
     yield context
     _wait_for_runs_to_end()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

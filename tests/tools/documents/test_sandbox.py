@@ -3,6 +3,7 @@ its errors brought back, and the calling process unharmed."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -94,8 +95,10 @@ def test_a_pdf_past_its_budget_keeps_the_pages_read_in_time(tmp_path):
     source = tmp_path / "long.pdf"
     source.write_bytes(samples.pdf_with_pages([samples.text_ops(lines, size=9)] * 400))
     limits = Limits(cpu_seconds={**Limits().cpu_seconds, "pdf": 1.5})
+    # On a loaded machine 1.5 s of processor time can take longer than 5 s of the clock: only the former is tested.
+    budget = dataclasses.replace(BUDGET, seconds=60)
 
-    parsed = sandbox.run(parse_file, str(source), str(tmp_path / "content"), "long.pdf", limits, budget=BUDGET)
+    parsed = sandbox.run(parse_file, str(source), str(tmp_path / "content"), "long.pdf", limits, budget=budget)
 
     assert 0 < parsed.meta["pages_read"] < 400
     assert parsed.meta["pages"] == 400
