@@ -56,6 +56,25 @@ def test_a_second_tab_follows_live_and_is_told_the_conversation_is_busy(context,
     assert Message.objects.filter(conversation=conversation, role="user").count() == 1
 
 
+def test_send_waits_for_the_socket_even_before_the_script_has_run(page, signed_in, conversation, llm):
+    held = []
+    page.route("**/static/js/chat.js", lambda route: held.append(route))
+    page.goto(f"/c/{conversation.pk}/", wait_until="commit")
+    send = page.locator("#send")
+    box = page.get_by_label("Message", exact=True)
+    box.fill("Typed while the page loads")
+    expect(send).to_be_disabled()
+    assert held, "the page asked for its script"
+
+    held[0].continue_()
+    expect(send).to_be_enabled()
+    llm.script(Reply(text="Here now."))
+    box.press("Enter")
+    expect(page.locator(".msg-user .msg-text")).to_have_text("Typed while the page loads")
+    expect(page.locator(".msg-assistant .msg-body")).to_have_text("Here now.")
+    assert "?" not in page.url
+
+
 def test_it_reconnects_by_itself_then_offers_retry(page, signed_in, conversation, llm):
     page.add_init_script("window.agentchatReconnectDelay = 150")
     state = {"refuse": False, "refused": 0, "sockets": []}
