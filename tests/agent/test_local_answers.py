@@ -272,6 +272,25 @@ def test_a_tag_or_an_owner_is_filled_only_when_the_request_says_so():
         assert value in grounded(search, request, common)["properties"][field]["enum"], request
 
 
+def test_a_cue_word_is_not_taken_for_what_it_points_at():
+    search = schema("search_dashboards")
+    common = example_words([search])
+
+    for request in ["Who owns it?", "Кто владелец?", "Which tags are there?"]:
+        properties = grounded(search, request, common)["properties"]
+        assert not {"query", "owner", "tag"} & set(properties), request
+    olivia = grounded(search, "Dashboards owned by Olivia", common)["properties"]
+    assert olivia["owner"]["enum"] == ["Olivia"]
+    # Asking who owns them: the words are what to look for, not an owner.
+    for request, words in [
+        ("Who owns the marketing dashboards?", "marketing"),
+        ("Чьи дашборды про продажи?", "продажи"),
+    ]:
+        asked = grounded(search, request, common)
+        assert "owner" not in asked["properties"], request
+        assert asked["properties"]["query"]["enum"] == [words], request
+
+
 def test_a_question_never_creates_a_branch():
     assert not names_its_action("Сколько веток у дашборда 5?", schema("create_branch"))
     assert names_its_action("Create a branch of dashboard 5", schema("create_branch"))

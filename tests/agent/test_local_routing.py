@@ -253,3 +253,32 @@ async def test_english_small_talk_gets_one_line_and_a_general_question_the_fixed
 
     assert greeting.tool_calls == [] and greeting.content.strip() and "\n" not in greeting.content
     assert question.tool_calls == [] and question.content.startswith("I am the demo model")
+
+
+async def test_a_request_that_points_back_means_the_dashboard_of_the_last_call(provider: LocalProvider):
+    checked = [
+        user("How is dashboard 12 doing?"),
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "name": "dashboard_health", "args": {"dashboard_id": 12}}],
+        },
+        {
+            "role": "tool",
+            "content": '{"id": 12, "owner": "Дмитрий Орлов"}',
+            "tool_call_id": "c1",
+            "name": "dashboard_health",
+        },
+        {"role": "assistant", "content": "Dashboard #12 has 1 error."},
+    ]
+
+    async def calls(history: list[ChatMessage]) -> list[tuple[str, dict]]:
+        params = ProviderChatParams(messages=history, system_prompt=build_system_prompt(), tools=offered())
+        return [(call["name"], call["args"]) for call in (await provider.chat(params)).tool_calls]
+
+    assert await calls([*checked, user("Is it ready for production?")]) == [("dashboard_health", {"dashboard_id": 12})]
+    assert await calls([*checked, user("Who owns it?")]) == [("dashboard_health", {"dashboard_id": 12})]
+    assert await calls([*checked, user("Кто его владелец?")]) == [("dashboard_health", {"dashboard_id": 12})]
+    # A request that does not point back starts afresh.
+    [(name, args)] = await calls([*checked, user("Which dashboards have validation problems?")])
+    assert name == "search_dashboards" and args["has_validation_problems"] is True

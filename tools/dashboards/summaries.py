@@ -116,15 +116,16 @@ def health(output: dict[str, Any]) -> str:
         )
     for environment, deployment in output["latest_deployments"].items():
         if deployment:
-            lines.append(
-                _("Latest deployment to %(environment)s: %(status)s, %(at)s, by %(by)s.")
-                % {
-                    "environment": _label(Deployment.Environment, environment),
-                    "status": _label(Deployment.Status, deployment["status"]),
-                    "at": _moment(deployment["at"]),
-                    "by": deployment["by"] or "—",
-                }
-            )
+            said = {
+                "environment": _label(Deployment.Environment, environment),
+                "status": _label(Deployment.Status, deployment["status"]),
+                "at": _moment(deployment["at"]),
+                "by": deployment["by"],
+            }
+            if deployment["by"]:
+                lines.append(_("Latest deployment to %(environment)s: %(status)s, %(at)s, by %(by)s.") % said)
+            else:
+                lines.append(_("Latest deployment to %(environment)s: %(status)s, %(at)s.") % said)
         else:
             lines.append(
                 _("Never deployed to %(environment)s.") % {"environment": _label(Deployment.Environment, environment)}

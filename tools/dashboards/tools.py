@@ -131,10 +131,11 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
             "false": [r"\b(without|no|free of)\b.{0,30}\b(problem|error|issue)", r"\bбез\b.{0,30}\b(проблем|ошиб)"],
         },
     },
-    # The words of a search also match the owner's name, so a name said without these is still found.
+    # The words of a search also match the owner's name, so a name said without these is still found. "Who owns…"
+    # and "Чьи…" ask for the owner rather than say one.
     cue_words={
         "tag": [r"\btag", r"\bтег"],
-        "owner": [r"\bown", r"\bbelong", r"\bвладе", r"\bпринадлеж"],
+        "owner": [r"^(?!.*\b(who|whose|кто|чей|чья|чьё|чьи)\b).*\b(own|belong|владе|принадлеж)"],
     },
     examples=[
         ("Which dashboards have validation problems?", {"has_validation_problems": True}),
@@ -190,6 +191,8 @@ def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
         ("Расскажи о дашборде 2", {"dashboard_id": 2}),
         ("Что с дашбордом 4?", {"dashboard_id": 4}),
         ("Какие миграции ждут дашборд 7?", {"dashboard_id": 7}),
+        ("Who owns dashboard 9?", {"dashboard_id": 9}),
+        ("Кто владелец дашборда 6?", {"dashboard_id": 6}),
     ],
 )
 def dashboard_health(args: DashboardArgs, ctx: ToolContext) -> dict[str, Any]:

@@ -41,7 +41,24 @@ def test_the_health_of_dashboard_42_in_both_languages(catalogue):
     # When it was last deployed, as a person reads a date, not as the tool's result holds it.
     stamps = [deployment["at"] for deployment in report["latest_deployments"].values() if deployment]
     assert stamps and not any(stamp in english + russian for stamp in stamps)
-    assert english.count(" UTC, by ") == russian.count(" г. ") == len(stamps)
+    assert english.count("Latest deployment to ") == russian.count(" г. ") == len(stamps)
+
+
+def test_a_deployment_says_who_made_it_when_that_is_known(catalogue):
+    report = call("dashboard_health", None, dashboard_id=42)
+    report["latest_deployments"]["staging"]["by"] = None
+    report["latest_deployments"]["production"]["by"] = "olivia"
+
+    english = summary("dashboard_health", report, "en").splitlines()
+    russian = summary("dashboard_health", report, "ru").splitlines()
+
+    [staging] = [line for line in english if line.startswith("Latest deployment to staging")]
+    [production] = [line for line in english if line.startswith("Latest deployment to production")]
+    assert staging.endswith(" UTC.") and " by" not in staging and "—" not in staging
+    assert production.endswith(" UTC, by olivia.")
+    deployments = [line for line in russian if line.startswith("Последнее развёртывание")]
+    assert [line.endswith(" UTC, выполнил olivia.") for line in deployments] == [False, True]
+    assert not any("—" in line for line in deployments)
 
 
 def test_a_search_lists_what_it_found_and_says_how_many_there_are(catalogue):

@@ -54,6 +54,17 @@ def newest_turn(messages: list[ChatMessage]) -> list[ChatMessage]:
     return [request, *after]
 
 
+def last_ids(messages: list[ChatMessage]) -> dict[str, int]:
+    """The ids (whole-number arguments named *_id) of the conversation's last tool call that took any: what a
+    request pointing back ("Who owns it?") is about."""
+    for message in reversed(messages):
+        for call in reversed(message.get("tool_calls", [])):
+            ids = {name: value for name, value in call["args"].items() if name.endswith("_id") and type(value) is int}
+            if ids:
+                return ids
+    return {}
+
+
 def llama_error(exc: Exception) -> ProviderError:
     if isinstance(exc, ValueError) and "exceed context window" in str(exc):
         return ProviderError(
@@ -136,7 +147,8 @@ class LocalProvider:
             return self._say(answers.after_calls(turn, params.tools), emit)
         request = last["content"] if last is not None and last["role"] == "user" else ""
         if request and params.tools and not answers.asks_for_help(request):
-            decision = decide(llm, system_prompt, history, params.tools, watch)
+            earlier = last_ids(params.messages[: len(params.messages) - len(turn)])
+            decision = decide(llm, system_prompt, history, params.tools, watch, earlier)
             if decision.call is not None:
                 return ProviderChatResponse(content="", tool_calls=[decision.call], finish_reason="tool_calls")
             if decision.unsure is not None:

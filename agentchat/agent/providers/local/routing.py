@@ -77,6 +77,12 @@ QUESTION = re.compile(
     r"when|where|who|ли|можно|стоит|нужно|надо|какие|какой|какая|сколько|что|почему|зачем|как|когда|где|кто)\b",
     re.IGNORECASE,
 )
+# A request that points back at what the conversation was last about: "Who owns it?", "А кто его владелец?".
+POINTS_BACK = re.compile(
+    r"\b(it|its|this one|that one|this dashboard|that dashboard|он|она|оно|его|её|ее|него|неё|нему|ней|нём|этот|"
+    r"этого|этому|этом)\b",
+    re.IGNORECASE,
+)
 ASKING = re.compile(
     r"\b(can|could|would|will) you\b|\bplease\b|\bможешь\b|\bможете\b|\bпожалуйста\b|\bне мог(ли|ла)? бы\b",
     re.IGNORECASE,
@@ -206,7 +212,8 @@ EDGE_PUNCTUATION = "?!.,:;«»\"'“”„()[]"
 PHRASE_WORDS = 4
 # Words that say how something is asked, not what ("my", "show", "меня", "есть"), in the two languages the demo
 # model is set up for: whichever words the tools' examples happen to contain.
-STOP_WORDS = frozenset(get_stop_words("en") + get_stop_words("ru"))
+# The package's Russian list has "кто" but not the whose-words: "Чьи дашборды про продажи?" asks about «продажи».
+STOP_WORDS = frozenset(get_stop_words("en") + get_stop_words("ru")) | {"чей", "чья", "чьё", "чьи"}
 
 
 def _words(text: str) -> list[str]:
@@ -254,8 +261,9 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
 
     - a free string is one of the request's phrases (up to four words) that begins and ends with a word of its
       own, not one of `common`, the words example requests are made of ("find", "dashboards"), nor a stop word
-      ("my", "меня"), nor a word that names a choice ("errors"), or its default; an optional one the request has
-      no such phrase for, or whose cue words (a tag's "tag", "тег") it does not say, is left out;
+      ("my", "меня"), nor a word that names a choice ("errors") or is a cue word ("owned"), or its default; an
+      optional one the request has no such phrase for, or whose cue words (a tag's "tag", "тег") it does not say,
+      is left out;
     - a whole number is one of the request's numbers or its default, and only the one after a word like the
       argument's name when there is one ("migration 5 of dashboard 3": dashboard_id 3), never one after another
       argument's word; a required one the request has no number for is one of `page`'s (what the page shows:
@@ -270,9 +278,12 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
     """
     parameters = tool["parameters"]
     words = _words(request)
-    # A word that names a choice ("errors": with problems) is that choice's, not a phrase to search for.
+    # A word that names a choice ("errors": with problems) is that choice's, and a cue word ("owns") points at an
+    # argument: neither is a phrase to search for.
+    choices = tool.get("choice_words", {}).values()
     naming = [
-        pattern for choice in tool.get("choice_words", {}).values() for named in choice.values() for pattern in named
+        *(pattern for choice in choices for named in choice.values() for pattern in named),
+        *(pattern for cues in tool.get("cue_words", {}).values() for pattern in cues),
     ]
     common = common | {word.lower() for word in words if any(re.match(p, word, re.IGNORECASE) for p in naming)}
     phrases = list(
@@ -398,19 +409,33 @@ def _named(request: str, choices: dict[Any, list[str]]) -> list[Any]:
 
 
 def decide(
-    llm: Llama, system_prompt: str, history: list[dict[str, str]], tools: list[ToolSchema], watch: Watch
+    llm: Llama,
+    system_prompt: str,
+    history: list[dict[str, str]],
+    tools: list[ToolSchema],
+    watch: Watch,
+    earlier: dict[str, int] | None = None,
 ) -> Decision:
-    """The tool to call and its arguments; two tools it cannot tell apart; or no tool (module docstring)."""
+    """The tool to call and its arguments; two tools it cannot tell apart; or no tool (module docstring).
+    `earlier`: the ids the conversation's last call took, which a request that points back ("it") means when the
+    page shows nothing."""
     request = history[-1]["content"]
     # Numbers the person may mean: the request's, and the page's (the system prompt says which dashboard is shown),
     # not those of the rest of the system prompt (the attached files' sizes and row counts).
     page = page_shown(system_prompt)
+    # "Who owns it?" after a look at dashboard 12 means that one, as much as "dashboard 12" would.
+    pointed = dict(earlier or {}) if not page and not NUMBER.search(request) and POINTS_BACK.search(request) else {}
+    page = page or (json.dumps(pointed) if pointed else "")
     numbered = NUMBER.search(request) is not None or NUMBER.search(page) is not None
     # How requests are put, from every tool's examples: "Какие" is a health check's as much as a search's.
     common = example_words(tools)
     tools = [tool for tool in tools if names_its_action(request, tool) and (numbered or not needs_a_number(tool))]
     # "dashboard 16" names one object: then only the tools that take it by its number are meant.
-    naming = [tool for tool in tools if names_by_number(request, tool)]
+    naming = [
+        tool
+        for tool in tools
+        if names_by_number(request, tool) or pointed.keys() & tool["parameters"].get("properties", {}).keys()
+    ]
     tools = naming or tools
     shown, closest = choose_examples(request, tools)
     messages = decision_messages(system_prompt, history, tools, shown)
