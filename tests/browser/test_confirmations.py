@@ -8,6 +8,7 @@ import re
 
 from playwright.sync_api import expect
 
+from conversations import services
 from conversations.models import PendingConfirmation
 from tests.fake_provider import Reply
 
@@ -38,6 +39,18 @@ def edit(page, conversation, llm, call, answer: str):
     approval = card.locator(".confirm-card")
     approval.get_by_role("button", name="Edit arguments").click()
     return card, approval
+
+
+def test_a_card_that_arrives_at_the_end_of_a_long_conversation_is_scrolled_into_view(
+    page, signed_in, conversation, llm
+):
+    for n in range(6):
+        services.message_append(conversation=conversation, role="user", content=f"Question {n}")
+        services.message_append(conversation=conversation, role="assistant", content=f"Answer {n}.\n\n" * 4)
+
+    card = ask(page, conversation, llm, DEPLOY)
+
+    expect(card.locator(".confirm-card").get_by_role("button", name="Approve")).to_be_in_viewport()
 
 
 def test_approve_and_the_card_keeps_the_record(page, signed_in, conversation, llm):

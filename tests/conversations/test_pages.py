@@ -278,6 +278,17 @@ def test_the_pages_are_in_russian_when_chosen(alice, alice_client):
     assert "Напишите агенту…" in chat and "Отправить" in chat
 
 
+def test_no_page_shows_template_syntax(alice, alice_client):
+    # A Django comment {# #} ends at its line: one that runs on shows as text on the page.
+    conversation = make(alice, "Plans", messages=2)
+    archived = make(alice, "Old", archived=True)
+    urls = ["/", "/?archived=true", "/c/new/", f"/c/{conversation.pk}/", f"/c/{archived.pk}/"]
+    for url in [*urls, "/accounts/login/"]:
+        client = alice_client if url != "/accounts/login/" else Client()
+        page = client.get(url).content.decode()
+        assert not any(mark in page for mark in ("{#", "#}", "{%", "%}")), url
+
+
 def test_the_script_and_styles_are_served_locally(alice_client):
     page = alice_client.get("/").content.decode()
     assert '<script type="module" src="/static/js/chat.js"></script>' in page

@@ -127,6 +127,8 @@ export class Timeline {
     const verdict = admit(this.seen, frame);
     if (!verdict.apply) return;
     this.seen = verdict.seen;
+    // Whether the list follows the end is decided before the frame draws: a tall card would put it out of reach.
+    const following = this.nearEnd();
     switch (frame.type) {
       case "message":
         this.onMessage(frame.message, frame.client_id);
@@ -178,7 +180,7 @@ export class Timeline {
         break;
     }
     this.onChange();
-    this.scrollToEnd();
+    this.scrollToEnd(following);
   }
 
   // --- messages ----------------------------------------------------------------------------------
@@ -323,8 +325,11 @@ export class Timeline {
     }
   }
 
+  nearEnd() {
+    return this.list.scrollHeight - this.list.scrollTop - this.list.clientHeight < 160;
+  }
+
   scrollToEnd(force = false) {
-    const distance = this.list.scrollHeight - this.list.scrollTop - this.list.clientHeight;
-    if (force || distance < 160) this.list.scrollTop = this.list.scrollHeight;
+    if (force || this.nearEnd()) this.list.scrollTop = this.list.scrollHeight;
   }
 }
