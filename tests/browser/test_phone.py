@@ -128,6 +128,7 @@ def test_the_list_of_conversations_is_compact(page, signed_in):
     assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
     row = rows.first
     expect(row.get_by_role("button", name="Archive")).to_be_in_viewport()
+    assert title_width(row) > 0.8 * PHONE["width"]  # the title has the row to itself, not what the buttons leave
     row.get_by_text("Rename").click()
     form = row.locator(".rename-form")
     box = form.bounding_box()
@@ -139,4 +140,9 @@ def test_the_list_of_conversations_is_compact(page, signed_in):
     expect(page.get_by_role("button", name="Выйти")).to_be_in_viewport()
     assert page.evaluate("() => document.documentElement.scrollHeight") < LIST_HEIGHT
     assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+    assert title_width(rows.first) > 0.8 * PHONE["width"]
     screenshot(page, "phone-list-russian")
+
+
+def title_width(row) -> float:
+    return row.locator(".title").evaluate("node => node.getBoundingClientRect().width")

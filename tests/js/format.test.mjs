@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { fileProblem, formatSize, newClientId, pretty } from "../../static/js/chat/format.js";
+import { fileProblem, formatSize, moment, newClientId, pretty } from "../../static/js/chat/format.js";
 import { fill } from "../../static/js/chat/i18n.js";
 
 const RULES = { maxBytes: 10 * 1024 * 1024, extensions: [".pdf", ".xlsx", ".csv", ".json", ".png", ".jpg", ".jpeg"] };
@@ -31,4 +31,15 @@ test("placeholders are filled, unknown ones left as they are", () => {
 
 test("client ids differ", () => {
   assert.notEqual(newClientId(), newClientId());
+});
+
+test("a moment is its time alone on its day, its day and time in its year, its whole date before", () => {
+  const now = new Date(2026, 11, 5, 22, 0);
+  const said = (when, lang) => moment(when, now, lang).replace(/\s/g, " ");
+  assert.equal(said(new Date(2026, 11, 5, 9, 38), "en-US"), "9:38 AM");
+  assert.equal(said(new Date(2026, 5, 22, 21, 38), "en-US"), "Jun 22, 9:38 PM");
+  assert.equal(said(new Date(2025, 11, 5, 21, 38), "en-US"), "Dec 5, 2025, 9:38 PM");
+  assert.equal(said(new Date(2026, 11, 5, 9, 38), "ru"), "09:38");
+  assert.equal(said(new Date(2026, 5, 22, 21, 38), "ru"), "22 июн., 21:38");
+  assert.equal(said(new Date(2025, 11, 5, 21, 38), "ru"), "5 дек. 2025 г., 21:38");
 });

@@ -2,6 +2,8 @@
 // partials as the history, so markup and translated labels have one source. Whatever the model, a tool or a
 // person wrote goes in with textContent only; setSanitizedHTML is the one exception.
 
+import { moment } from "./format.js";
+
 /** A fresh copy of the element in <template id="tpl-NAME">. */
 export function clone(name) {
   return document.getElementById(`tpl-${name}`).content.firstElementChild.cloneNode(true);
@@ -23,19 +25,20 @@ export function appendEntry(list, node) {
   list.append(node);
 }
 
+/** Every <time> under `root` in the reader's own time zone and words, the whole date and time on hover. */
 export function localizeTimes(root = document) {
   const lang = document.documentElement.lang || undefined;
-  let format;
+  const now = new Date();
   try {
-    format = new Intl.DateTimeFormat(lang, { dateStyle: "medium", timeStyle: "short" });
-  } catch {
-    return;
-  }
-  for (const node of root.querySelectorAll("time[datetime]")) {
-    const when = new Date(node.getAttribute("datetime"));
-    if (!Number.isNaN(when.getTime())) {
-      node.textContent = format.format(when);
-      node.title = when.toString();
+    const whole = new Intl.DateTimeFormat(lang, { dateStyle: "full", timeStyle: "short" });
+    for (const node of root.querySelectorAll("time[datetime]")) {
+      const when = new Date(node.getAttribute("datetime"));
+      if (!Number.isNaN(when.getTime())) {
+        node.textContent = moment(when, now, lang);
+        node.title = whole.format(when);
+      }
     }
+  } catch {
+    // A language the browser cannot format in: the server's own words stay.
   }
 }

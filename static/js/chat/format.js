@@ -18,6 +18,19 @@ export function pretty(value) {
   }
 }
 
+/** A moment as lists and records show it, in `lang`: the time alone on its day, the day and time in its year, the whole
+ * date before. */
+export function moment(when, now, lang) {
+  const thisYear = when.getFullYear() === now.getFullYear();
+  const today = thisYear && when.getMonth() === now.getMonth() && when.getDate() === now.getDate();
+  const parts = today
+    ? { timeStyle: "short" }
+    : thisYear
+      ? { month: "short", day: "numeric", hour: "numeric", minute: "2-digit" }
+      : { dateStyle: "medium", timeStyle: "short" };
+  return new Intl.DateTimeFormat(lang, parts).format(when);
+}
+
 export function formatSize(bytes) {
   if (bytes < 1024) return fill(gettext("%(n)s B"), { n: bytes });
   if (bytes < 1024 * 1024) return fill(gettext("%(n)s KB"), { n: Math.round(bytes / 1024) });
