@@ -30,10 +30,11 @@ def in_language(summary: Callable[[dict[str, Any]], str]) -> Callable[[Any, str]
 
 
 def _markdown(lines: list[str]) -> str:
-    """The lines as Markdown: a list ("- " lines) set apart by blank lines, so that no sentence joins it."""
+    """The lines as Markdown: each sentence a paragraph of its own (lines one after another would run together as
+    one), and the items of a list ("- " lines) together."""
     text: list[str] = []
     for line in lines:
-        if text and line.startswith("- ") != text[-1].startswith("- "):
+        if text and not (line.startswith("- ") and text[-1].startswith("- ")):
             text.append("")
         text.append(line)
     return "\n".join(text)
