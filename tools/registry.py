@@ -475,6 +475,11 @@ class ToolRegistry:
         self._load_sources()
         return [tool for tool in self._tools.values() if tool.permitted(user)]
 
+    def withheld(self, offered: Iterable[Tool]) -> list[Tool]:
+        """The tools not among `offered` (a user's permitted ones): those the user may not use."""
+        names = {tool.name for tool in offered}
+        return [tool for tool in self.all() if tool.name not in names]
+
     def to_tool_schemas(self, user=None) -> list[ToolSchema]:
         """Provider-agnostic schemas; with a user, only the tools that user is permitted."""
         tools = self.all() if user is None else self.permitted(user)

@@ -41,14 +41,17 @@ class AgentRun:
         provider: Provider,
         tools: Sequence[Tool],
         access: ToolAccess,
+        withheld: Sequence[Tool] = (),
         system_prompt: str = "",
         max_rounds: int = 8,
         run_id: str | None = None,
         seq: int = 0,
     ):
-        """`tools` are offered to the model; `access` carries out what it calls (and checks each call again)."""
+        """`tools` are offered to the model; `access` carries out what it calls (and checks each call again);
+        `withheld`, the tools the user may not use, are only named to it."""
         self.provider = provider
         self.tools = list(tools)
+        self.withheld = list(withheld)
         self.access = access
         self.system_prompt = system_prompt
         self.max_rounds = max_rounds
@@ -100,7 +103,10 @@ class AgentRun:
         if messages != history:
             logger.error("run %s: a tool call had no result in the history; the model is told so", self.run_id)
         params = ProviderChatParams(
-            messages=messages, system_prompt=self.system_prompt, tools=[tool.schema() for tool in self.tools]
+            messages=messages,
+            system_prompt=self.system_prompt,
+            tools=[tool.schema() for tool in self.tools],
+            withheld=[tool.schema() for tool in self.withheld],
         )
         for attempt in (1, 2):
             try:

@@ -222,10 +222,12 @@ class AgentChatView(APIView):
     def post(self, request):
         body = AgentChatRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        tools = registry.permitted(request.user)
         params = ProviderChatParams(
             messages=body.validated_data["messages"],
             system_prompt=build_system_prompt(body.validated_data["context"]),
-            tools=registry.to_tool_schemas(request.user),
+            tools=[tool.schema() for tool in tools],
+            withheld=[tool.schema() for tool in registry.withheld(tools)],
         )
         answer = async_to_sync(_provider_chat)(params)
         return Response({"content": answer.content, "toolCalls": answer.tool_calls})

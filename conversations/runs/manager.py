@@ -281,6 +281,7 @@ class RunManager:
         agent = AgentRun(
             provider=provider,
             tools=tools,
+            withheld=self.registry.withheld(tools),
             access=self._access(run, functools.partial(self._execute, run, recorder, ctx)),
             system_prompt=system_prompt,
             max_rounds=settings.AGENT_MAX_ROUNDS,

@@ -301,3 +301,19 @@ def test_a_dashboard_named_by_its_number_is_for_the_tools_that_take_one():
     assert names_by_number("Готов ли дашборд 18 к выкатке в прод?", schema("deploy_dashboard"))
     assert not names_by_number("Does dashboard 16 have changes that nobody committed?", schema("search_dashboards"))
     assert not names_by_number("Сколько будет 2+2?", schema("dashboard_health"))
+
+
+def test_an_action_the_user_may_not_take_is_refused_in_words_and_only_then():
+    reading = [schema("search_dashboards"), schema("dashboard_health")]
+    withheld = [schema(name) for name in ("create_branch", "deploy_dashboard")]
+
+    assert answers.not_permitted("Create a branch of dashboard 3", reading, withheld).startswith(
+        "You may not use `create_branch`"
+    )
+    assert answers.not_permitted("Выкати дашборд 9 в прод", reading, withheld).startswith(
+        "Вам нельзя использовать `deploy_dashboard`"
+    )
+    # A question about the action reads; a request for nothing withheld, or for an action also offered, goes on.
+    assert answers.not_permitted("Is it safe to deploy dashboard 9?", reading, withheld) == ""
+    assert answers.not_permitted("Show dashboards about sales", reading, withheld) == ""
+    assert answers.not_permitted("Deploy dashboard 9", [*reading, schema("deploy_dashboard")], withheld) == ""

@@ -13,6 +13,7 @@ from rest_framework_simplejwt.tokens import AccessToken
 from agentchat.asgi import application
 from conversations.services import MAX_CONTEXT_DEPTH
 from tests.fake_provider import Reply
+from tools.dashboards import demo, permissions
 from tools.registry import ToolArgs, ToolContext, ToolRegistry
 
 pytestmark = pytest.mark.django_db
@@ -194,3 +195,16 @@ async def test_requests_served_together_share_the_connection_to_the_provider(ali
         assert (response["status"], json.loads(response["body"])) == (200, {"content": "Hello!", "toolCalls": []})
         await asked.wait(timeout=10)  # the request's end, where Django gives its database connection back
     assert llm.connections_opened == 1
+
+
+def test_the_demo_model_says_which_tool_the_user_may_not_use(settings, bob, bob_api):
+    settings.LLM_PROVIDER = "local"
+    bob.user_permissions.set(demo.permission_rows([permissions.VIEW]))
+
+    response = bob_api.post(
+        URL, {"messages": [{"role": "user", "content": "Deploy dashboard 9 to staging"}]}, format="json"
+    )
+
+    assert response.status_code == 200, response.content
+    assert response.json()["toolCalls"] == []
+    assert response.json()["content"].startswith("You may not use `deploy_dashboard`: your account")

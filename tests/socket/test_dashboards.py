@@ -449,3 +449,21 @@ async def test_a_permission_revoked_during_a_run_is_checked_at_the_next_call(
     denied = await audits(conversation, AuditEvent.Kind.PERMISSION_DENIED)
     assert [event.data["tool"] for event in denied] == ["create_branch"]
     assert frames[-1]["status"] == "completed"
+
+
+async def test_the_demo_model_tells_bob_he_may_not_deploy_rather_than_answer_something_else(
+    settings, catalogue, bob, bobs_conversation, sockets
+):
+    settings.LLM_PROVIDER = "local"
+    socket = await sockets(bobs_conversation, bob)
+
+    said = {}
+    for request in ["Deploy dashboard 9 to staging", "Выкати дашборд 9 на стейджинг"]:
+        await socket.send({"type": "message", "content": request})
+        frames = await socket.receive_until("run_finished", timeout=60)
+        assert not of(frames, "tool_start") and one(frames, "run_finished")["status"] == "completed"
+        said[request] = of(frames, "message")[-1]["message"]["content"]
+
+    assert said["Deploy dashboard 9 to staging"].startswith("You may not use `deploy_dashboard`: your account")
+    assert said["Выкати дашборд 9 на стейджинг"].startswith("Вам нельзя использовать `deploy_dashboard`")
+    assert not await Deployment.objects.filter(dashboard_id=9, environment="staging", deployed_by=bob).aexists()

@@ -50,6 +50,9 @@ class ProviderChatParams:
     system_prompt: str = ""
     tools: list[ToolSchema] = field(default_factory=list)
     max_tokens: int | None = None
+    # The tools the user may not use: never offered, only known, so that a request for one is told so (the local
+    # provider; a full model, not knowing them, says it has no such tool).
+    withheld: list[ToolSchema] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 
 from ..base import ChatMessage, ToolSchema
-from .routing import closest_example, language_of
+from .routing import closest_example, language_of, names_its_action
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +110,23 @@ def unsure(request: str, tools: list[ToolSchema]) -> str:
             "first": examples[0],
             "second": examples[1],
         }
+
+
+def not_permitted(request: str, tools: list[ToolSchema], withheld: list[ToolSchema]) -> str:
+    """What to say when the request asks for the action of a tool the user may not use, and of none they may; or
+    "". Else the best of the tools they may use would answer, a health check for "Deploy dashboard 9"."""
+
+    def asked(tool: ToolSchema) -> bool:
+        return bool(tool.get("action_words")) and names_its_action(request, tool)
+
+    refused = [tool for tool in withheld if asked(tool)]
+    if not refused or any(asked(tool) for tool in tools):
+        return ""
+    with translation.override(language_of(request)):
+        return _(
+            "You may not use %(tool)s: your account does not have the permission for it. An administrator can give "
+            "it to you."
+        ) % {"tool": f"`{refused[0]['name']}`"}
 
 
 def asks_about_itself(request: str) -> bool:

@@ -146,6 +146,8 @@ class LocalProvider:
             # One tool round per request, then words, and the words are the tools' own (answers.py).
             return self._say(answers.after_calls(turn, params.tools), emit)
         request = last["content"] if last is not None and last["role"] == "user" else ""
+        if request and (refusal := answers.not_permitted(request, params.tools, params.withheld)):
+            return self._say(refusal, emit)
         if request and params.tools and not answers.asks_for_help(request):
             earlier = last_ids(params.messages[: len(params.messages) - len(turn)])
             decision = decide(llm, system_prompt, history, params.tools, watch, earlier)
