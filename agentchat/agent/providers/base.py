@@ -51,7 +51,7 @@ class ProviderChatParams:
     tools: list[ToolSchema] = field(default_factory=list)
     max_tokens: int | None = None
     # The tools the user may not use: never offered, only known, so that a request for one is told so (the local
-    # provider; a full model, not knowing them, says it has no such tool).
+    # provider; a full model is not told of them).
     withheld: list[ToolSchema] = field(default_factory=list)
 
 
