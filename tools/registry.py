@@ -480,11 +480,6 @@ class ToolRegistry:
         names = {tool.name for tool in offered}
         return [tool for tool in self.all() if tool.name not in names]
 
-    def to_tool_schemas(self, user=None) -> list[ToolSchema]:
-        """Provider-agnostic schemas; with a user, only the tools that user is permitted."""
-        tools = self.all() if user is None else self.permitted(user)
-        return [tool.schema() for tool in tools]
-
     def tool(
         self,
         func: Callable | None = None,

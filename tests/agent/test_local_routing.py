@@ -126,7 +126,7 @@ def test_examples_reach_the_schema_only_when_a_tool_declares_them():
         """Get the local time in a city."""
         return {}
 
-    with_examples, without = tools.to_tool_schemas()
+    with_examples, without = [tool.schema() for tool in tools.all()]
     assert with_examples["examples"] == [{"request": "Weather in Oslo?", "args": {"city": "Oslo"}}]
     assert "examples" not in without
     # The openai-compatible provider does not send them.

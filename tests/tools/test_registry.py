@@ -52,7 +52,7 @@ def test_register_get_has_all(registry):
 
 
 def test_schemas_are_provider_agnostic_json_schema(registry):
-    schema = registry.to_tool_schemas()[0]
+    schema = registry.all()[0].schema()
     assert schema["name"] == "transcribe_video"
     assert schema["parameters"]["type"] == "object"
     assert schema["parameters"]["required"] == ["assetId"]
@@ -62,17 +62,17 @@ def test_schemas_are_provider_agnostic_json_schema(registry):
 
 @pytest.mark.django_db
 def test_schemas_list_only_what_the_user_may_use(registry, alice):
-    assert [s["name"] for s in registry.to_tool_schemas(alice)] == ["transcribe_video"]
+    assert [tool.name for tool in registry.permitted(alice)] == ["transcribe_video"]
     alice.user_permissions.add(Permission.objects.get(codename="delete_conversation"))
     alice = type(alice).objects.get(pk=alice.pk)  # permissions are cached per user object
-    assert [s["name"] for s in registry.to_tool_schemas(alice)] == ["transcribe_video", "purge"]
+    assert [tool.name for tool in registry.permitted(alice)] == ["transcribe_video", "purge"]
 
 
 @pytest.mark.django_db
 def test_inactive_user_gets_no_permissioned_tools(registry, admin_user):
-    assert len(registry.to_tool_schemas(admin_user)) == 2
+    assert len(registry.permitted(admin_user)) == 2
     admin_user.is_active = False
-    assert [s["name"] for s in registry.to_tool_schemas(admin_user)] == ["transcribe_video"]
+    assert [tool.name for tool in registry.permitted(admin_user)] == ["transcribe_video"]
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def test_only_who_holds_the_permission_is_offered_the_tools(items, alice, bob):
     alice = grant(alice, PERMISSION)
     assert [tool.name for tool in items.registry.permitted(alice)] == ITEMS_TOOLS
     assert items.registry.permitted(bob) == []
-    assert items.registry.to_tool_schemas(bob) == []
+    assert items.registry.permitted(bob) == []
 
 
 def test_what_asks_first_follows_the_server_s_annotations(items):
