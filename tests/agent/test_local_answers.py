@@ -85,7 +85,7 @@ def test_the_question_it_asks_quotes_an_example_of_each_tool_in_the_persons_lang
 
     assert answers.unsure("Проверь состояние дашборда 19", tools) == (
         "Я не уверен, что именно нужно сделать. Вы имели в виду что-то вроде «Какие проблемы у дашборда 5?» или "
-        "«Нужна новая ветка дашборда 8»?"
+        "«Создай ветку draft-2 для дашборда 6»?"
     )
     assert answers.unsure("Check dashboard 19", tools).startswith(
         "I am not sure what you would like me to do. Did you mean something like “"

@@ -6,6 +6,7 @@ How often it routes right, over fixed sets of requests, is measured by `make eva
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -36,6 +37,13 @@ def offered() -> list[ToolSchema]:
 
 def user(text: str) -> ChatMessage:
     return {"role": "user", "content": text}
+
+
+def said(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a call without those that only repeat the tool's defaults (page 1 of a search)."""
+    tool = registry.find(name)
+    properties = tool.schema()["parameters"].get("properties", {}) if tool is not None else {}
+    return {key: value for key, value in args.items() if properties.get(key, {}).get("default", ...) != value}
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +89,7 @@ async def test_after_a_tool_result_it_answers_in_words_not_with_the_call(provide
         "- #3 “Marketing campaign performance” (published, owner Olivia Chen)\n"
         "- #7 “Customer support SLA” (published, owner James Patel)\n"
         "- #8 “Бюджет маркетинга” (draft, owner Мария Иванова)\n\n"
-        "These are 3 of them (page 1 of 8)."
+        "These are 3 of them (page 1 of 8). Say “next” for more."
     )
 
 

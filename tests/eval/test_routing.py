@@ -28,8 +28,8 @@ from typing import Any
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ProviderChatParams, ProviderChatResponse
 from agentchat.agent.providers.local import LocalProvider
-from tests.agent.test_local_routing import offered, user
-from tools.registry import registry
+from tests.agent.test_local_routing import offered, said, user
+from tools.registry import Tool, ToolArgumentsError, registry
 
 # Where a name or a tag may go and still be found (the search's words match owners and tags too).
 OWNER, TAG = ("query", "owner"), ("query", "tag")
@@ -341,11 +341,12 @@ async def first_event_and_answer(provider: LocalProvider, params: ProviderChatPa
     raise AssertionError("the stream ended without an answer")
 
 
-def said(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    """The arguments of a call without those that only repeat the tool's defaults (page 1 of a search)."""
-    tool = registry.find(name)
-    properties = tool.schema()["parameters"].get("properties", {}) if tool is not None else {}
-    return {key: value for key, value in args.items() if properties.get(key, {}).get("default", ...) != value}
+def valid(tool: Tool, args: dict[str, Any]) -> bool:
+    try:
+        tool.validate(args)
+    except ToolArgumentsError:
+        return False
+    return True
 
 
 async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summary: list[str]) -> Score:
@@ -364,10 +365,12 @@ async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summar
         tool_ok, args_ok = case.judge(call["name"], call["args"])
         if asked:
             tool_ok = args_ok = False
+        chosen = registry.find(call["name"])
+        # A call its tool refuses (a branch named "Создай ветку") fails in front of the person, extra or not.
+        args_ok = args_ok and (chosen is None or valid(chosen, call["args"]))
         score.right_tool += tool_ok
         score.right_args += args_ok
         score.asked_back += asked
-        chosen = registry.find(call["name"])
         score.dangerous_unasked += call["name"] != case.tool and chosen is not None and chosen.requires_confirmation
         mark = "ok  " if args_ok else ("args" if tool_ok else ("ASKS" if asked else "TOOL"))
         shown = f"{call['name']} {call['args']}" if answer.tool_calls else f"(words) {answer.content[:40]!r}"
@@ -379,7 +382,7 @@ async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summar
 
 
 async def test_the_tuning_sets_route_right(provider: LocalProvider, summary: list[str]):
-    """Floors a little under what the packaged model reaches (128 and 127 of 134 when last tuned), for llama.cpp
+    """Floors a little under what the packaged model reaches (128 and 128 of 134 when last tuned), for llama.cpp
     builds that round differently; the reported requests must be right, and nothing dangerous proposed unasked."""
     scores = [
         await evaluate(provider, "tuning", TUNING, summary),

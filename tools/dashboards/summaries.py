@@ -80,10 +80,11 @@ def search(output: dict[str, Any]) -> str:
     lines = [ngettext("Found %(count)d dashboard:", "Found %(count)d dashboards:", total) % {"count": total}]
     lines += [f"- {_dashboard(item)}" for item in items[:SHOWN]]
     if total > len(items[:SHOWN]):
-        lines.append(
-            _("These are %(shown)d of them (page %(page)d of %(pages)d).")
-            % {"shown": len(items[:SHOWN]), "page": output["page"], "pages": output["pages"]}
-        )
+        shown = {"shown": len(items[:SHOWN]), "page": output["page"], "pages": output["pages"]}
+        if output["page"] < output["pages"]:
+            lines.append(_("These are %(shown)d of them (page %(page)d of %(pages)d). Say “next” for more.") % shown)
+        else:
+            lines.append(_("These are %(shown)d of them (page %(page)d of %(pages)d).") % shown)
     return _markdown(lines)
 
 

@@ -249,6 +249,7 @@ def dashboard_health(args: DashboardArgs, ctx: ToolContext) -> dict[str, Any]:
         ("Create a branch of dashboard 5", {"dashboard_id": 5}),
         ("New branch fix-filter on dashboard 7", {"dashboard_id": 7, "name": "fix-filter"}),
         ("Нужна новая ветка дашборда 8", {"dashboard_id": 8}),
+        ("Создай ветку draft-2 для дашборда 6", {"dashboard_id": 6, "name": "draft-2"}),
     ],
 )
 def create_branch(args: BranchArgs, ctx: ToolContext) -> dict[str, Any]:

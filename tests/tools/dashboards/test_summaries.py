@@ -72,7 +72,7 @@ def test_a_search_lists_what_it_found_and_says_how_many_there_are(catalogue):
     assert [line.split(" ", 2)[1] for line in lines[2:5]] == [f"#{item['id']}" for item in found["items"]]
     assert lines[5] == ""
     assert all(item["title"] in text for item in found["items"])
-    assert lines[-1] == f"These are 3 of them (page 1 of {found['pages']})."
+    assert lines[-1] == f"These are 3 of them (page 1 of {found['pages']}). Say “next” for more."
     assert summary("search_dashboards", call("search_dashboards", None, query="no-such-words"), "ru") == (
         "Ни один дашборд не подходит под этот поиск."
     )

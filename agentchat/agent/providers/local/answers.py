@@ -112,6 +112,16 @@ def unsure(request: str, tools: list[ToolSchema]) -> str:
         }
 
 
+def no_such_page(request: str, asked: int, pages: int) -> str:
+    """What to say to a request for a page before the first or after the last."""
+    with translation.override(language_of(request)):
+        if asked < 1:
+            return _("That was the first page.")
+        if pages == 1:
+            return _("That was all of them: there is only one page.")
+        return _("That was the last page: there are %(pages)d.") % {"pages": pages}
+
+
 def not_permitted(request: str, tools: list[ToolSchema], withheld: list[ToolSchema]) -> str:
     """What to say when the request asks for the action of a tool the user may not use, and of none they may; or
     "". Else the best of the tools they may use would answer, a health check for "Deploy dashboard 9"."""

@@ -15,7 +15,7 @@ from tools.files import ATTACHED
 
 from ...prompts import build_system_prompt
 from ..base import ChatMessage, ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta, Usage
-from . import answers
+from . import answers, follow_ups
 from .chatml import chat_prompt, prompt_tokens, to_chatml_messages
 from .llama import TEXT_SAMPLING, evaluate, generate
 from .model import (
@@ -52,17 +52,6 @@ def newest_turn(messages: list[ChatMessage]) -> list[ChatMessage]:
     if isinstance(request["content"], str):
         request = {**request, "content": request["content"].split(ATTACHED, 1)[0]}
     return [request, *after]
-
-
-def last_ids(messages: list[ChatMessage]) -> dict[str, int]:
-    """The ids (whole-number arguments named *_id) of the conversation's last tool call that took any: what a
-    request pointing back ("Who owns it?") is about."""
-    for message in reversed(messages):
-        for call in reversed(message.get("tool_calls", [])):
-            ids = {name: value for name, value in call["args"].items() if name.endswith("_id") and type(value) is int}
-            if ids:
-                return ids
-    return {}
 
 
 def llama_error(exc: Exception) -> ProviderError:
@@ -148,11 +137,16 @@ class LocalProvider:
         request = last["content"] if last is not None and last["role"] == "user" else ""
         if request and (refusal := answers.not_permitted(request, params.tools, params.withheld)):
             return self._say(refusal, emit)
+        earlier = follow_ups.earlier_calls(params.messages[: len(params.messages) - len(turn)])
+        if request and (page := follow_ups.another_page(request, earlier, params.tools)):
+            if page.call is None:
+                return self._say(answers.no_such_page(request, page.asked, page.pages), emit)
+            return ProviderChatResponse(content="", tool_calls=[page.call], finish_reason="tool_calls")
         if request and params.tools and not answers.asks_for_help(request):
-            earlier = last_ids(params.messages[: len(params.messages) - len(turn)])
-            decision = decide(llm, system_prompt, history, params.tools, watch, earlier)
+            decision = decide(llm, system_prompt, history, params.tools, watch, follow_ups.last_ids(earlier))
             if decision.call is not None:
-                return ProviderChatResponse(content="", tool_calls=[decision.call], finish_reason="tool_calls")
+                call = follow_ups.narrowed(request, decision.call, earlier, params.tools)
+                return ProviderChatResponse(content="", tool_calls=[call], finish_reason="tool_calls")
             if decision.unsure is not None:
                 return self._say(answers.unsure(request, list(decision.unsure)), emit)
         # A question for no tool is one of general knowledge, which a 135M model answers wrongly as often as not

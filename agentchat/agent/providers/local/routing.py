@@ -203,8 +203,11 @@ def parse_decision(text: str, tools: list[ToolSchema]) -> ToolCall | None:
     if decision.get("tool") not in {tool["name"] for tool in tools}:
         return None
     # A null the grammar let through says "not given": left out, as the person would leave it.
-    args = {key: value for key, value in decision["args"].items() if value is not None}
-    return ToolCall(id=f"call_{secrets.token_hex(12)}", name=decision["tool"], args=args)
+    return new_call(decision["tool"], {key: value for key, value in decision["args"].items() if value is not None})
+
+
+def new_call(name: str, args: dict[str, Any]) -> ToolCall:
+    return ToolCall(id=f"call_{secrets.token_hex(12)}", name=name, args=args)
 
 
 NUMBER = re.compile(r"(?<!\w)\d{1,9}(?!\w)")
@@ -279,13 +282,20 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
     parameters = tool["parameters"]
     words = _words(request)
     # A word that names a choice ("errors": with problems) is that choice's, and a cue word ("owns") points at an
-    # argument: neither is a phrase to search for.
+    # argument: neither is a phrase to search for. Nor is a word that says the tool's action ("Сделай ветку"), unless
+    # it is part of a name ("new-filters").
     choices = tool.get("choice_words", {}).values()
     naming = [
         *(pattern for choice in choices for named in choice.values() for pattern in named),
         *(pattern for cues in tool.get("cue_words", {}).values() for pattern in cues),
     ]
-    common = common | {word.lower() for word in words if any(re.match(p, word, re.IGNORECASE) for p in naming)}
+    acting = tool.get("action_words", [])
+    common = common | {
+        word.lower()
+        for word in words
+        if any(re.match(p, word, re.IGNORECASE) for p in naming)
+        or (word.isalpha() and any(re.match(p, word, re.IGNORECASE) for p in acting))
+    }
     phrases = list(
         dict.fromkeys(
             " ".join(words[start : start + length])

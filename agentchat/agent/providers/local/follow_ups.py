@@ -1,0 +1,119 @@
+"""Requests that go on from the conversation's earlier calls, which the model never reads (it reads the newest turn
+only): "Who owns it?" means the ids of the last call that took any; "next", "дальше" or "page 3" the last search a
+page on; "Which of them are drafts?" the last search narrowed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..base import ChatMessage, ToolCall, ToolSchema
+from .routing import new_call
+
+# An optional "please" and "show me" around the words that ask for a page, in English and Russian.
+_LEAD = r"^\W*(?:please\s+|пожалуйста,?\s+)?(?:(?:show|give|open|go to)(?: me)?\s+|(?:покажи|открой)\s+)?(?:the\s+)?"
+_TAIL = r"(?:\s*,?\s*(?:please|пожалуйста))?\W*$"
+NEXT_PAGE = re.compile(
+    _LEAD
+    + r"(?:next(?: page| ones?)?|more|continue|go on|ещё|еще|дальше|следующ\w*(?: страниц\w*)?|продолж\w*)"
+    + _TAIL,
+    re.IGNORECASE,
+)
+PREVIOUS_PAGE = re.compile(
+    _LEAD + r"(?:previous(?: page| ones?)?|предыдущ\w*(?: страниц\w*)?|назад)" + _TAIL, re.IGNORECASE
+)
+PAGE_NUMBER = re.compile(
+    _LEAD + r"(?:(?:page|страниц\w*)\s+(\d{1,4})|(\d{1,4})(?:-?(?:ю|я|ая|ую))?\s+страниц\w*)" + _TAIL, re.IGNORECASE
+)
+OF_THEM = re.compile(r"\b(?:of|among) (?:them|those|these)\b|\b(?:из|среди) (?:них|этих|тех)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """A call the conversation made that ran, and its result when that is a JSON object."""
+
+    call: ToolCall
+    result: dict[str, Any]
+
+
+def earlier_calls(messages: list[ChatMessage]) -> list[Earlier]:
+    """The calls that ran, newest first."""
+    results = {
+        message.get("tool_call_id"): message["content"]
+        for message in messages
+        if message["role"] == "tool" and message.get("outcome", "done") == "done"
+    }
+    calls = [call for message in messages for call in message.get("tool_calls", []) if call["id"] in results]
+    return [Earlier(call, _object(results[call["id"]])) for call in reversed(calls)]
+
+
+def _object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def last_ids(earlier: list[Earlier]) -> dict[str, int]:
+    """The ids (whole-number arguments named *_id) of the last call that took any: what a request pointing back
+    ("Who owns it?") is about."""
+    for each in earlier:
+        ids = {name: value for name, value in each.call["args"].items() if name.endswith("_id") and type(value) is int}
+        if ids:
+            return ids
+    return {}
+
+
+@dataclass(frozen=True)
+class Page:
+    """Another page of an earlier call: `call` to make, or, when there is no such page, the page asked for and how
+    many the results have."""
+
+    call: ToolCall | None = None
+    asked: int = 0
+    pages: int = 0
+
+
+def another_page(request: str, earlier: list[Earlier], tools: list[ToolSchema]) -> Page | None:
+    """What a request for another page of the last paged call's results ("next", "дальше", "page 3") asks for;
+    None when it asks for something else, or no offered tool's results come in pages."""
+    paged = {tool["name"]: tool for tool in tools if _integer_default(tool, "page") is not None}
+    last = next((each for each in earlier if each.call["name"] in paged), None)
+    if last is None:
+        return None
+    current = last.call["args"].get("page", _integer_default(paged[last.call["name"]], "page"))
+    if NEXT_PAGE.search(request):
+        asked = current + 1
+    elif PREVIOUS_PAGE.search(request):
+        asked = current - 1
+    elif match := PAGE_NUMBER.search(request):
+        asked = int(match.group(1) or match.group(2))
+    else:
+        return None
+    pages = last.result.get("pages")
+    if asked < 1 or (type(pages) is int and asked > pages):
+        return Page(asked=asked, pages=pages if type(pages) is int else 0)
+    return Page(call=new_call(last.call["name"], {**last.call["args"], "page": asked}))
+
+
+def narrowed(request: str, call: ToolCall, earlier: list[Earlier], tools: list[ToolSchema]) -> ToolCall:
+    """A call that looks within the last call's results ("Which of them are drafts?" after a search for those with
+    problems) with that call's arguments and its own, from the first page; any other call as it is."""
+    last = earlier[0].call if earlier else None
+    tool = next((tool for tool in tools if tool["name"] == call["name"]), None)
+    if last is None or tool is None or last["name"] != call["name"] or not OF_THEM.search(request):
+        return call
+    properties = tool["parameters"].get("properties", {})
+    said = {name: value for name, value in call["args"].items() if properties.get(name, {}).get("default") != value}
+    kept = {name: value for name, value in last["args"].items() if name != "page"}
+    return new_call(call["name"], {**kept, **said})
+
+
+def _integer_default(tool: ToolSchema, name: str) -> int | None:
+    field = tool["parameters"].get("properties", {}).get(name, {})
+    default = field.get("default")
+    return default if field.get("type") == "integer" and type(default) is int else None

@@ -1,0 +1,141 @@
+"""Requests that go on from earlier calls (providers/local/follow_ups.py): another page of the last search, the last
+search narrowed, and "it". The rules on their own, then whole requests on the real model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentchat.agent.prompts import build_system_prompt
+from agentchat.agent.providers import ChatMessage, ProviderChatParams, ToolCall
+from agentchat.agent.providers.local import LocalProvider
+from agentchat.agent.providers.local.follow_ups import another_page, earlier_calls, last_ids, narrowed
+
+from .test_local_provider import ONE_THREAD
+from .test_local_routing import offered, said, user
+
+pytestmark = pytest.mark.django_db
+
+
+def searched(args: dict, result: dict, call_id: str = "s1", outcome: str = "done") -> list[ChatMessage]:
+    return [
+        user("Which dashboards have validation problems?"),
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": call_id, "name": "search_dashboards", "args": args}],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "name": "search_dashboards",
+            "content": json.dumps(result),
+            "outcome": outcome,
+        },
+        {"role": "assistant", "content": "Found 22 dashboards: …"},
+    ]
+
+
+def checked(dashboard_id: int, call_id: str = "h1") -> list[ChatMessage]:
+    call = {"id": call_id, "name": "dashboard_health", "args": {"dashboard_id": dashboard_id}}
+    return [
+        user(f"How is dashboard {dashboard_id} doing?"),
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "name": "dashboard_health", "content": "{}", "outcome": "done"},
+        {"role": "assistant", "content": "…"},
+    ]
+
+
+PROBLEMS = {"has_validation_problems": True}
+PAGE_1_OF_3 = {"total": 22, "page": 1, "pages": 3, "items": []}
+
+
+def page_asked(request: str, history: list[ChatMessage]) -> dict | None:
+    page = another_page(request, earlier_calls(history), offered())
+    if page is None:
+        return None
+    return {"args": page.call["args"]} if page.call else {"asked": page.asked, "pages": page.pages}
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    ["next", "Next page", "show me more", "more please", "дальше", "Ещё", "покажи следующую страницу", "продолжай"],
+)
+def test_a_request_for_more_is_the_last_search_a_page_on(request_text: str):
+    assert page_asked(request_text, searched(PROBLEMS, PAGE_1_OF_3)) == {"args": {**PROBLEMS, "page": 2}}
+
+
+@pytest.mark.parametrize("request_text", ["page 3", "Show page 3", "страница 3", "покажи 3-ю страницу"])
+def test_a_page_named_by_its_number_is_that_page(request_text: str):
+    assert page_asked(request_text, searched(PROBLEMS, PAGE_1_OF_3)) == {"args": {**PROBLEMS, "page": 3}}
+
+
+def test_the_previous_page_and_pages_that_do_not_exist():
+    on_page_2 = searched({**PROBLEMS, "page": 2}, {**PAGE_1_OF_3, "page": 2})
+    assert page_asked("previous page", on_page_2) == {"args": {**PROBLEMS, "page": 1}}
+    assert page_asked("назад", searched(PROBLEMS, PAGE_1_OF_3)) == {"asked": 0, "pages": 3}
+    on_page_3 = searched({**PROBLEMS, "page": 3}, {**PAGE_1_OF_3, "page": 3})
+    assert page_asked("next", on_page_3) == {"asked": 4, "pages": 3}
+    assert page_asked("page 7", searched(PROBLEMS, PAGE_1_OF_3)) == {"asked": 7, "pages": 3}
+
+
+def test_more_pages_are_of_the_last_search_that_ran_and_only_for_a_request_that_asks_for_one():
+    # A health check since does not take pages: the search before it does.
+    assert page_asked("next", [*searched(PROBLEMS, PAGE_1_OF_3), *checked(12)]) == {"args": {**PROBLEMS, "page": 2}}
+    # A search that did not run has no pages to go on from.
+    assert page_asked("next", searched(PROBLEMS, PAGE_1_OF_3, outcome="error")) is None
+    assert page_asked("next", checked(12)) is None
+    for request_text in ["Tell me more about dashboard 3", "Show me the drafts", "more dashboards about sales"]:
+        assert page_asked(request_text, searched(PROBLEMS, PAGE_1_OF_3)) is None
+
+
+def test_a_search_of_them_keeps_the_last_searchs_arguments_and_starts_at_page_one():
+    history = searched({**PROBLEMS, "page": 2}, {**PAGE_1_OF_3, "page": 2})
+    asked = ToolCall(id="c", name="search_dashboards", args={"query": "", "owner": "Olivia", "page": 1})
+
+    def narrowing(request_text: str, call: ToolCall = asked) -> dict:
+        return narrowed(request_text, call, earlier_calls(history), offered())["args"]
+
+    assert narrowing("Which of them are owned by Olivia?") == {**PROBLEMS, "owner": "Olivia"}
+    assert narrowing("Какие из них у Оливии?") == {**PROBLEMS, "owner": "Olivia"}
+    # Said afresh, the search is the request's own.
+    assert narrowing("Which dashboards are owned by Olivia?") == asked["args"]
+    # Another tool is not narrowed.
+    health = ToolCall(id="h", name="dashboard_health", args={"dashboard_id": 3})
+    assert narrowing("Which of them is dashboard 3?", health) == {"dashboard_id": 3}
+
+
+def test_it_means_the_ids_of_the_last_call_that_took_any():
+    assert last_ids(earlier_calls([*checked(12), *searched(PROBLEMS, PAGE_1_OF_3)])) == {"dashboard_id": 12}
+    assert last_ids(earlier_calls(searched(PROBLEMS, PAGE_1_OF_3))) == {}
+
+
+@pytest.fixture(scope="module")
+def provider() -> LocalProvider:
+    return LocalProvider(ONE_THREAD)
+
+
+async def answer(provider: LocalProvider, history: list[ChatMessage]):
+    params = ProviderChatParams(messages=history, system_prompt=build_system_prompt(), tools=offered())
+    return await provider.chat(params)
+
+
+async def test_on_the_model_a_follow_up_goes_on_from_the_last_search(provider: LocalProvider):
+    history = searched(PROBLEMS, PAGE_1_OF_3)
+    [call] = (await answer(provider, [*history, user("дальше")])).tool_calls
+    assert (call["name"], call["args"]) == ("search_dashboards", {**PROBLEMS, "page": 2})
+    [call] = (await answer(provider, [*history, user("Which of them are owned by Olivia?")])).tool_calls
+    assert call["name"] == "search_dashboards"
+    assert said(call["name"], call["args"]) == {**PROBLEMS, "owner": "Olivia"}
+    last = await answer(provider, [*searched({**PROBLEMS, "page": 3}, {**PAGE_1_OF_3, "page": 3}), user("next")])
+    assert last.tool_calls == [] and last.content == "That was the last page: there are 3."
+    last = await answer(provider, [*searched({**PROBLEMS, "page": 3}, {**PAGE_1_OF_3, "page": 3}), user("дальше")])
+    assert last.content == "Это была последняя страница: всего их 3."
+
+
+async def test_on_the_model_a_branch_for_it_gets_a_generated_name_not_the_requests_words(provider: LocalProvider):
+    for request_text in ["Создай ветку для него", "Сделай ветку для него", "Make a branch for it"]:
+        [call] = (await answer(provider, [*checked(14), user(request_text)])).tool_calls
+        assert (call["name"], call["args"].get("name")) == ("create_branch", None), request_text
+        assert call["args"]["dashboard_id"] == 14
