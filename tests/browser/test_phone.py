@@ -146,3 +146,24 @@ def test_the_list_of_conversations_is_compact(page, signed_in):
 
 def title_width(row) -> float:
     return row.locator(".title").evaluate("node => node.getBoundingClientRect().width")
+
+
+def test_the_end_of_the_conversation_stays_in_view_when_the_page_gets_shorter(page, signed_in, conversation):
+    for number in range(1, 13):
+        services.message_append(conversation=conversation, role="user", content=f"Question {number}")
+        services.message_append(conversation=conversation, role="assistant", content=f"Answer {number}\n\n" * 4)
+    open_chat(on_a_phone(page), conversation)
+    last = page.locator("#messages > .msg-assistant").last
+    expect(last).to_be_in_viewport()
+
+    # A phone's keyboard opening takes the lower part of the screen.
+    page.set_viewport_size({"width": 390, "height": 500})
+    expect(last).to_be_in_viewport(ratio=1)
+
+    # Who has scrolled back to read stays where they are.
+    first = page.locator("#messages > .msg-user").first
+    first.scroll_into_view_if_needed()
+    page.set_viewport_size(PHONE)
+    page.set_viewport_size({"width": 390, "height": 500})
+    expect(first).to_be_in_viewport()
+    expect(last).not_to_be_in_viewport()

@@ -35,6 +35,11 @@ export class Timeline {
     this.seen = null; // {runId, seq}: the newest run frame applied
     this.live = { list, cards, readonly: false }; // where the live branch is drawn; earlier versions have their own
     this.versions = new Versions(list);
+    // Whoever reads at the end stays there when the list's box shrinks: a phone's keyboard opening, the window
+    // turned or resized, the message box growing by a line.
+    this.atEnd = true;
+    list.addEventListener("scroll", () => (this.atEnd = this.nearEnd()), { passive: true });
+    new ResizeObserver(() => this.atEnd && this.scrollToEnd(true)).observe(list);
   }
 
   receive(frame) {
