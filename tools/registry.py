@@ -64,8 +64,9 @@ class ToolSchema(TypedDict):
     values are not the request's own words, the words of which one must be in a request before the local model
     may fill it ({"tag": ["\\btag", "\\bтег"]}: "dashboards about sales" searches for the words, it names no
     tag), and a tool that declares them never has the request's own words left out (they go to the argument
-    they cue, or else to its first free one); `summarize`, which tells what a result means, so that the local
-    model's answer repeats only what the tool returned.
+    they cue, or else to its first free one); a cue with a `value` group says where the value is, and the text
+    it captures is the value ("with message (?P<value>.+)"); `summarize`, which tells what a result means, so
+    that the local model's answer repeats only what the tool returned.
     """
 
     name: str

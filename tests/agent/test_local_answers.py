@@ -291,6 +291,31 @@ def test_a_cue_word_is_not_taken_for_what_it_points_at():
         assert asked["properties"]["query"]["enum"] == [words], request
 
 
+def test_a_commit_message_is_all_that_follows_its_cue_and_none_is_made_up():
+    commit = schema("commit_changes")
+    common = example_words([commit])
+
+    for request, message in [
+        ("Commit my changes to dashboard 5 with message fixed stock filter", "fixed stock filter"),
+        ("Commit dashboard 5 with the message: “fix totals”", "fix totals"),
+        ("Сохрани правки дашборда 7 с сообщением поправил итоги", "поправил итоги"),
+    ]:
+        properties = grounded(commit, request, common)["properties"]
+        assert properties["message"]["enum"] == [message], request
+    for request in ["Commit the pending changes on dashboard 25", "Закоммить всё в дашборде 2"]:
+        assert not {"message", "branch"} & set(grounded(commit, request, common)["properties"]), request
+
+
+def test_an_action_word_alone_is_not_a_name():
+    branch = schema("create_branch")
+    common = example_words([branch])
+
+    for request in ["Сделай ветку для него", "Make a branch for it"]:
+        assert "name" not in grounded(branch, request, common)["properties"], request
+    named = grounded(branch, "Create a branch new-filters for dashboard 5", common)["properties"]
+    assert named["name"]["anyOf"][0]["enum"] == ["new-filters"]
+
+
 def test_a_question_never_creates_a_branch():
     assert not names_its_action("Сколько веток у дашборда 5?", schema("create_branch"))
     assert names_its_action("Create a branch of dashboard 5", schema("create_branch"))

@@ -4,7 +4,7 @@ Fixed requests, in English and Russian, each with the tool (or "none") and the k
 decisions are deterministic. A table of the figures is printed at the end; `-s` shows every decision.
 
 The sets are named for how they were used. The TUNING sets are what the tools' examples, the routing's weights,
-its margin and its rules were chosen on (134 requests). Three of them were first written as sets kept out of the
+its margin and its rules were chosen on (135 requests). Three of them were first written as sets kept out of the
 tuning and were tuned on once measured: the former held-out set; the first fresh set (measured once at 32 of 40
 tools right, 26 of 40 with their arguments, no dangerous tool unasked); and the second (33, 33 and none). FRESH, the
 third, was written after all of that was
@@ -42,7 +42,7 @@ class Case:
     """A request and the call it should get: exactly these arguments (or one argument containing `mentions`, one
     of those `within` that would find it: the search's words match titles, owners and tags alike, so "owned by
     Olivia" may go to `owner` or to `query`, but "about churn" only to `query`), and no others unless `more`
-    (where one more does no harm: a branch's name, a commit's message)."""
+    (where one more does no harm: a branch's name)."""
 
     request: str
     tool: str
@@ -91,8 +91,13 @@ TUNING = [
     Case("Задеплой дашборд 12 на staging", "deploy_dashboard", {"dashboard_id": 12, "environment": "staging"}),
     Case("Run the pending migration of dashboard 42", "execute_migration", {"dashboard_id": 42}),
     Case("Выполни миграцию дашборда 42", "execute_migration", {"dashboard_id": 42}),
-    Case("Commit the changes of dashboard 42", "commit_changes", {"dashboard_id": 42}, more=True),
-    Case("Закоммить изменения дашборда 23", "commit_changes", {"dashboard_id": 23}, more=True),
+    Case("Commit the changes of dashboard 42", "commit_changes", {"dashboard_id": 42}),
+    Case("Закоммить изменения дашборда 23", "commit_changes", {"dashboard_id": 23}),
+    Case(
+        "Commit my changes to dashboard 5 with message fixed stock filter",
+        "commit_changes",
+        {"dashboard_id": 5, "message": "fixed stock filter"},
+    ),
     Case("Hello!", "none"),
     Case("Thanks, that's all.", "none"),
     Case("Привет! Как дела?", "none"),
@@ -109,7 +114,7 @@ TUNING_UNLIKE_EXAMPLES = [
     Case("Ship dashboard 5 to staging", "deploy_dashboard", {"dashboard_id": 5, "environment": "staging"}),
     Case("Разверни дашборд 42 в production", "deploy_dashboard", {"dashboard_id": 42, "environment": "production"}),
     Case("Apply the migrations of dashboard 12", "execute_migration", {"dashboard_id": 12}),
-    Case("Зафиксируй изменения дашборда 42", "commit_changes", {"dashboard_id": 42}, more=True),
+    Case("Зафиксируй изменения дашборда 42", "commit_changes", {"dashboard_id": 42}),
     Case("Good night!", "none"),
     Case("Сколько будет 2+2?", "none"),
     Case("Who are you?", "none"),
@@ -124,7 +129,11 @@ TUNING_FORMER_HELD_OUT = [
     Case("Make a branch called q3-report for dashboard 2", "create_branch", {"dashboard_id": 2, "name": "q3-report"}),
     Case("Push dashboard 8 to production", "deploy_dashboard", {"dashboard_id": 8, "environment": "production"}),
     Case("Run migration 5 of dashboard 3", "execute_migration", {"dashboard_id": 3, "migration_id": 5}),
-    Case("Сохрани правки дашборда 7 с сообщением fix totals", "commit_changes", {"dashboard_id": 7}, more=True),
+    Case(
+        "Сохрани правки дашборда 7 с сообщением fix totals",
+        "commit_changes",
+        {"dashboard_id": 7, "message": "fix totals"},
+    ),
     Case("What's the capital of France?", "none"),
     Case("Спокойной ночи!", "none"),
     Case("Should I commit before deploying?", "none"),
@@ -150,12 +159,12 @@ TUNING_FIRST_FRESH = [
         "Please release dashboard 6 to production", "deploy_dashboard", {"dashboard_id": 6, "environment": "production"}
     ),
     Case("Execute the pending migration on dashboard 11", "execute_migration", {"dashboard_id": 11}),
-    Case("Commit the pending changes on dashboard 25", "commit_changes", {"dashboard_id": 25}, more=True),
+    Case("Commit the pending changes on dashboard 25", "commit_changes", {"dashboard_id": 25}),
     Case("Roll out dashboard 31 to production", "deploy_dashboard", {"dashboard_id": 31, "environment": "production"}),
     Case("Выкати дашборд 14 на стейджинг", "deploy_dashboard", {"dashboard_id": 14, "environment": "staging"}),
     Case("Задеплой дашборд 8 в продакшен", "deploy_dashboard", {"dashboard_id": 8, "environment": "production"}),
     Case("Примени миграцию дашборда 11", "execute_migration", {"dashboard_id": 11}),
-    Case("Закоммить изменения в дашборде 6", "commit_changes", {"dashboard_id": 6}, more=True),
+    Case("Закоммить изменения в дашборде 6", "commit_changes", {"dashboard_id": 6}),
     Case("Опубликуй дашборд 3 в прод", "deploy_dashboard", {"dashboard_id": 3, "environment": "production"}),
     # About something such an action acts on: the tool that reads.
     Case("What migrations are pending on dashboard 17?", "dashboard_health", {"dashboard_id": 17}),
@@ -200,12 +209,12 @@ TUNING_SECOND_FRESH = [
     ),
     Case("Push dashboard 22 to staging", "deploy_dashboard", {"dashboard_id": 22, "environment": "staging"}),
     Case("Run the next migration of dashboard 13", "execute_migration", {"dashboard_id": 13}),
-    Case("Please commit dashboard 16's changes", "commit_changes", {"dashboard_id": 16}, more=True),
+    Case("Please commit dashboard 16's changes", "commit_changes", {"dashboard_id": 16}),
     Case("Ship dashboard 40 to prod", "deploy_dashboard", {"dashboard_id": 40, "environment": "production"}),
     Case("Разверни дашборд 18 на стейджинге", "deploy_dashboard", {"dashboard_id": 18, "environment": "staging"}),
     Case("Выложи дашборд 22 в продакшн", "deploy_dashboard", {"dashboard_id": 22, "environment": "production"}),
     Case("Запусти следующую миграцию дашборда 13", "execute_migration", {"dashboard_id": 13}),
-    Case("Сохрани правки в дашборде 16", "commit_changes", {"dashboard_id": 16}, more=True),
+    Case("Сохрани правки в дашборде 16", "commit_changes", {"dashboard_id": 16}),
     Case("Задеплой дашборд 40 на прод", "deploy_dashboard", {"dashboard_id": 40, "environment": "production"}),
     # About something such an action acts on: the tool that reads.
     Case("Is dashboard 18 ready to go to production?", "dashboard_health", {"dashboard_id": 18}),
@@ -252,12 +261,12 @@ FRESH = [
     ),
     Case("Promote dashboard 9 to production", "deploy_dashboard", {"dashboard_id": 9, "environment": "production"}),
     Case("Apply the next pending migration for dashboard 30", "execute_migration", {"dashboard_id": 30}),
-    Case("Commit everything on dashboard 2", "commit_changes", {"dashboard_id": 2}, more=True),
+    Case("Commit everything on dashboard 2", "commit_changes", {"dashboard_id": 2}),
     Case("Release dashboard 17 to staging please", "deploy_dashboard", {"dashboard_id": 17, "environment": "staging"}),
     Case("Выкатывай дашборд 21 на стейджинг", "deploy_dashboard", {"dashboard_id": 21, "environment": "staging"}),
     Case("Разверни дашборд 9 в продакшене", "deploy_dashboard", {"dashboard_id": 9, "environment": "production"}),
     Case("Выполни следующую миграцию для дашборда 30", "execute_migration", {"dashboard_id": 30}),
-    Case("Закоммить всё в дашборде 2", "commit_changes", {"dashboard_id": 2}, more=True),
+    Case("Закоммить всё в дашборде 2", "commit_changes", {"dashboard_id": 2}),
     Case(
         "Задеплой, пожалуйста, дашборд 17 на стейджинг",
         "deploy_dashboard",
@@ -382,7 +391,7 @@ async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summar
 
 
 async def test_the_tuning_sets_route_right(provider: LocalProvider, summary: list[str]):
-    """Floors a little under what the packaged model reaches (128 and 128 of 134 when last tuned), for llama.cpp
+    """Floors a little under what the packaged model reaches (129 and 129 of 135 when last tuned), for llama.cpp
     builds that round differently; the reported requests must be right, and nothing dangerous proposed unasked."""
     scores = [
         await evaluate(provider, "tuning", TUNING, summary),

@@ -351,8 +351,19 @@ def execute_migration(args: MigrationArgs, ctx: ToolContext) -> dict[str, Any]:
         r"\b(commit|save|check in)\b",
         r"\b(закомм|коммит|сохран|зафиксир|фиксир)",
     ],
+    # A message or a branch only when the request says it: "the pending changes" is neither. The message is
+    # all that follows its cue (the pattern with a `value` group).
+    cue_words={
+        "message": [
+            r"\b(message|saying|comment)",
+            r"\b(сообщени|комментари|подпис)",
+            r"\b(?:message|saying|comment|сообщени|комментари|подпис)\w*\W+(?P<value>.+)",
+        ],
+        "branch": [r"\bbranch", r"\bветк"],
+    },
     examples=[
         ("Commit dashboard 5", {"dashboard_id": 5}),
+        ("Commit dashboard 6 with message fix totals", {"dashboard_id": 6, "message": "fix totals"}),
         ("Сохрани изменения дашборда 3", {"dashboard_id": 3}),
         ("Закоммить правки в дашборде 4", {"dashboard_id": 4}),
     ],

@@ -341,6 +341,8 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
         if field.get("type") == "string":
             longest = field.get("maxLength", 10_000)
             values = [phrase for phrase in phrases if len(phrase) <= longest]
+            # A cue that says where its value runs ("with message …" to the end) gives exactly that.
+            values = [value for value in _cued_values(request, cues or []) if len(value) <= longest] or values
             worded.extend([name] if values else [])
             values += [default] if isinstance(default, str) and default else []
         elif field.get("type") == "integer":
@@ -373,6 +375,13 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
         cued = [name for name in worded if name in tool["cue_words"]]
         required.append((cued or worded)[0])
     return {**parameters, "properties": properties, "required": list(dict.fromkeys(required))}
+
+
+def _cued_values(request: str, cues: list[str]) -> list[str]:
+    """The text a cue pattern captures as its `value` group, without the quotes around it."""
+    found = (re.search(cue, request, re.IGNORECASE) for cue in cues if "(?P<value>" in cue)
+    values = (match["value"].strip().strip(EDGE_PUNCTUATION).strip() for match in found if match)
+    return [value for value in values if value]
 
 
 def example_words(tools: list[ToolSchema]) -> set[str]:
