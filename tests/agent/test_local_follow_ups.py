@@ -10,7 +10,7 @@ import pytest
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ChatMessage, ProviderChatParams, ToolCall
 from agentchat.agent.providers.local import LocalProvider
-from agentchat.agent.providers.local.follow_ups import another_page, earlier_calls, last_ids, narrowed
+from agentchat.agent.providers.local.follow_ups import another_page, earlier_calls, last_ids, looked_within, narrowed
 
 from .test_local_provider import ONE_THREAD
 from .test_local_routing import offered, said, user
@@ -91,19 +91,22 @@ def test_more_pages_are_of_the_last_search_that_ran_and_only_for_a_request_that_
 
 
 def test_a_search_of_them_keeps_the_last_searchs_arguments_and_starts_at_page_one():
-    history = searched({**PROBLEMS, "page": 2}, {**PAGE_1_OF_3, "page": 2})
+    earlier = earlier_calls(searched({**PROBLEMS, "page": 2}, {**PAGE_1_OF_3, "page": 2}))
     asked = ToolCall(id="c", name="search_dashboards", args={"query": "", "owner": "Olivia", "page": 1})
 
-    def narrowing(request_text: str, call: ToolCall = asked) -> dict:
-        return narrowed(request_text, call, earlier_calls(history), offered())["args"]
-
-    assert narrowing("Which of them are owned by Olivia?") == {**PROBLEMS, "owner": "Olivia"}
-    assert narrowing("Какие из них у Оливии?") == {**PROBLEMS, "owner": "Olivia"}
+    for request_text in ["Which of them are owned by Olivia?", "Какие из них у Оливии?", "Any among them by Olivia?"]:
+        search = looked_within(request_text, earlier, offered())
+        assert search is not None and search["name"] == "search_dashboards", request_text
+    assert narrowed(asked, earlier, search)["args"] == {**PROBLEMS, "owner": "Olivia"}
     # Said afresh, the search is the request's own.
-    assert narrowing("Which dashboards are owned by Olivia?") == asked["args"]
-    # Another tool is not narrowed.
-    health = ToolCall(id="h", name="dashboard_health", args={"dashboard_id": 3})
-    assert narrowing("Which of them is dashboard 3?", health) == {"dashboard_id": 3}
+    assert looked_within("Which dashboards are owned by Olivia?", earlier, offered()) is None
+    # Within what the last call found, with that call's tool, if the user is offered it.
+    after_a_check = looked_within(
+        "Which of them is broken?", earlier_calls([*searched(PROBLEMS, {}), *checked(3)]), offered()
+    )
+    assert after_a_check is not None and after_a_check["name"] == "dashboard_health"
+    assert looked_within("Which of them are drafts?", earlier, []) is None
+    assert looked_within("Which of them are drafts?", [], offered()) is None
 
 
 def test_it_means_the_ids_of_the_last_call_that_took_any():
@@ -125,9 +128,12 @@ async def test_on_the_model_a_follow_up_goes_on_from_the_last_search(provider: L
     history = searched(PROBLEMS, PAGE_1_OF_3)
     [call] = (await answer(provider, [*history, user("дальше")])).tool_calls
     assert (call["name"], call["args"]) == ("search_dashboards", {**PROBLEMS, "page": 2})
-    [call] = (await answer(provider, [*history, user("Which of them are owned by Olivia?")])).tool_calls
-    assert call["name"] == "search_dashboards"
-    assert said(call["name"], call["args"]) == {**PROBLEMS, "owner": "Olivia"}
+    for request_text, narrower in [
+        ("Which of them are owned by Olivia?", {"owner": "Olivia"}),
+        ("А какие из них опубликованы?", {"status": "published"}),
+    ]:
+        [call] = (await answer(provider, [*history, user(request_text)])).tool_calls
+        assert (call["name"], said(call["name"], call["args"])) == ("search_dashboards", {**PROBLEMS, **narrower})
     last = await answer(provider, [*searched({**PROBLEMS, "page": 3}, {**PAGE_1_OF_3, "page": 3}), user("next")])
     assert last.tool_calls == [] and last.content == "That was the last page: there are 3."
     last = await answer(provider, [*searched({**PROBLEMS, "page": 3}, {**PAGE_1_OF_3, "page": 3}), user("дальше")])

@@ -100,16 +100,18 @@ def another_page(request: str, earlier: list[Earlier], tools: list[ToolSchema]) 
     return Page(call=new_call(last.call["name"], {**last.call["args"], "page": asked}))
 
 
-def narrowed(request: str, call: ToolCall, earlier: list[Earlier], tools: list[ToolSchema]) -> ToolCall:
-    """A call that looks within the last call's results ("Which of them are drafts?" after a search for those with
-    problems) with that call's arguments and its own, from the first page; any other call as it is."""
-    last = earlier[0].call if earlier else None
-    tool = next((tool for tool in tools if tool["name"] == call["name"]), None)
-    if last is None or tool is None or last["name"] != call["name"] or not OF_THEM.search(request):
-        return call
+def looked_within(request: str, earlier: list[Earlier], tools: list[ToolSchema]) -> ToolSchema | None:
+    """The offered tool of the last call, when the request looks within its results ("Which of them…?")."""
+    if not earlier or not OF_THEM.search(request):
+        return None
+    return next((tool for tool in tools if tool["name"] == earlier[0].call["name"]), None)
+
+
+def narrowed(call: ToolCall, earlier: list[Earlier], tool: ToolSchema) -> ToolCall:
+    """A call of `tool` within the last call's results: that call's arguments and its own, from the first page."""
     properties = tool["parameters"].get("properties", {})
     said = {name: value for name, value in call["args"].items() if properties.get(name, {}).get("default") != value}
-    kept = {name: value for name, value in last["args"].items() if name != "page"}
+    kept = {name: value for name, value in earlier[0].call["args"].items() if name != "page"}
     return new_call(call["name"], {**kept, **said})
 
 

@@ -143,9 +143,10 @@ class LocalProvider:
                 return self._say(answers.no_such_page(request, page.asked, page.pages), emit)
             return ProviderChatResponse(content="", tool_calls=[page.call], finish_reason="tool_calls")
         if request and params.tools and not answers.asks_for_help(request):
-            decision = decide(llm, system_prompt, history, params.tools, watch, follow_ups.last_ids(earlier))
+            within = follow_ups.looked_within(request, earlier, params.tools)
+            decision = decide(llm, system_prompt, history, params.tools, watch, follow_ups.last_ids(earlier), within)
             if decision.call is not None:
-                call = follow_ups.narrowed(request, decision.call, earlier, params.tools)
+                call = decision.call if within is None else follow_ups.narrowed(decision.call, earlier, within)
                 return ProviderChatResponse(content="", tool_calls=[call], finish_reason="tool_calls")
             if decision.unsure is not None:
                 return self._say(answers.unsure(request, list(decision.unsure)), emit)

@@ -434,10 +434,12 @@ def decide(
     tools: list[ToolSchema],
     watch: Watch,
     earlier: dict[str, int] | None = None,
+    within: ToolSchema | None = None,
 ) -> Decision:
     """The tool to call and its arguments; two tools it cannot tell apart; or no tool (module docstring).
     `earlier`: the ids the conversation's last call took, which a request that points back ("it") means when the
-    page shows nothing."""
+    page shows nothing; `within`: the tool whose last results the request looks within ("Which of them…?"),
+    which is then called without a choice."""
     request = history[-1]["content"]
     # Numbers the person may mean: the request's, and the page's (the system prompt says which dashboard is shown),
     # not those of the rest of the system prompt (the attached files' sizes and row counts).
@@ -463,19 +465,22 @@ def decide(
         # Every conversation's first request with these tools starts the same way, up to the examples.
         beginning = prompt_tokens(llm, chat_prompt(llm, messages[:2], open_turn=False))
         evaluate(llm, prompt_tokens(llm, prompt), watch, keep=len(beginning))
-    names = list(dict.fromkeys([*(tool["name"] for tool in tools), NO_TOOL]))
-    # Scoring every name, rather than letting the model write one, also weighs the ones it would not start with.
-    likelihood = log_likelihoods(llm, {name: prompt_tokens(llm, f'{prompt}{name}"') for name in names}, watch)
-    score = {name: likelihood[name] + SIMILARITY_WEIGHT * closest.get(name, 0.0) for name in names}
-    best, second = sorted(names, key=score.__getitem__, reverse=True)[:2] if len(names) > 1 else (names[0], None)
-    logger.debug("decision %s: %s", best, {name: round(value, 2) for name, value in score.items()})
-    tool = next((tool for tool in tools if tool["name"] == best), None)
+    tool = within if within in tools else None
     if tool is None:
-        return Decision()
-    if second is not None and score[best] - score[second] < MARGIN:
-        other = next((candidate for candidate in tools if candidate["name"] == second), None)
-        if other is not None:
-            return Decision(unsure=(tool, other))
+        names = list(dict.fromkeys([*(tool["name"] for tool in tools), NO_TOOL]))
+        # Scoring every name, rather than letting the model write one, also weighs the ones it would not start with.
+        likelihood = log_likelihoods(llm, {name: prompt_tokens(llm, f'{prompt}{name}"') for name in names}, watch)
+        score = {name: likelihood[name] + SIMILARITY_WEIGHT * closest.get(name, 0.0) for name in names}
+        best, second = sorted(names, key=score.__getitem__, reverse=True)[:2] if len(names) > 1 else (names[0], None)
+        logger.debug("decision %s: %s", best, {name: round(value, 2) for name, value in score.items()})
+        tool = next((tool for tool in tools if tool["name"] == best), None)
+        if tool is None:
+            return Decision()
+        if second is not None and score[best] - score[second] < MARGIN:
+            other = next((candidate for candidate in tools if candidate["name"] == second), None)
+            if other is not None:
+                return Decision(unsure=(tool, other))
+    best = tool["name"]
     args, finish_reason = generate(
         llm,
         prompt_tokens(llm, f'{prompt}{best}", "args": '),
