@@ -15,6 +15,7 @@ from agentchat.agent.providers import ChatMessage, ProviderChatParams, ProviderC
 from agentchat.agent.providers.local import LocalProvider, choose_examples, to_chatml_messages
 from agentchat.agent.providers.local.model import generation_lock
 from agentchat.agent.providers.openai_compatible import to_wire_tools
+from tools.files import ATTACHED, REFERENCED
 from tools.registry import ToolArgs, ToolContext, ToolRegistry, registry
 
 from .test_local_provider import ONE_THREAD, lock_released
@@ -250,6 +251,29 @@ async def test_numbers_of_the_attached_files_are_no_dashboard_id(provider: Local
 
     assert not [call for call in answer.tool_calls if "dashboard_id" in call["args"]], answer.tool_calls
     assert [(call["name"], call["args"]) for call in shown.tool_calls] == [("dashboard_health", {"dashboard_id": 42})]
+
+
+async def test_a_question_about_the_files_is_told_that_the_demo_model_does_not_read_them(provider: LocalProvider):
+    table = "region,revenue\nEMEA,120\nAPAC,90\n\n--- End of the attached files ---"
+    attached = user(f"What is the total revenue in this file?{ATTACHED}\n\n{table}")
+    referenced = user(f'Hi\n\n{REFERENCED}"sales.csv" (CSV table, 2 rows × 2 columns); id 7.]')
+    hello: ChatMessage = {"role": "assistant", "content": "Hello!"}
+
+    async def answer(*history: ChatMessage):
+        params = ProviderChatParams(messages=list(history), system_prompt=build_system_prompt(), tools=offered())
+        return await provider.chat(params)
+
+    for history, says in [
+        ((attached,), "I cannot read attached files."),
+        ((referenced, hello, user("Что в этом файле?")), "прикреплённые файлы я читать не умею."),
+    ]:
+        said_back = await answer(*history)
+        assert said_back.tool_calls == [] and says in said_back.content, said_back.content
+    # With files attached, a request for a tool is served; without any, a file is a word like any other.
+    [call] = (await answer(referenced, hello, user("Check dashboard 5"))).tool_calls
+    assert call["name"] == "dashboard_health"
+    [call] = (await answer(user("Which dashboards use the file uploads dataset?"))).tool_calls
+    assert call["name"] == "search_dashboards"
 
 
 async def test_english_small_talk_gets_one_line_and_a_general_question_the_fixed_reply(provider: LocalProvider):

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from agentchat.tokens import clip_to_tokens, count_tokens
-from tools.files import ATTACHED, StoredFile
+from tools.files import ATTACHED, REFERENCED, StoredFile
 
 LABELS = {"pdf": "PDF", "xlsx": "XLSX workbook", "csv": "CSV table", "json": "JSON", "png": "PNG", "jpeg": "JPEG"}
 TABLE_KINDS = {"xlsx", "csv"}
@@ -116,7 +116,7 @@ def with_files(content: str, files: Sequence[StoredFile], tokens: int) -> str:
 
 
 def reference(file: StoredFile) -> str:
-    return f'[Attached: "{unfenced(file.name)}" ({describe(file)}); id {file.id}; {how_to_read(file)}.]'
+    return f'{REFERENCED}"{unfenced(file.name)}" ({describe(file)}); id {file.id}; {how_to_read(file)}.]'
 
 
 def with_references(content: str, files: Sequence[StoredFile]) -> str:

@@ -32,6 +32,12 @@ ABOUT_ITSELF = re.compile(
 )
 # "Help" and nothing else: no tool is meant, though a search would take the word.
 HELP = re.compile(r"^\W*(help|помощь|помоги(те)?)\W*$", re.IGNORECASE)
+# A request about the conversation's files, which the demo model does not read.
+ABOUT_FILES = re.compile(
+    r"\b(files?|attach\w*|documents?|pdf|csv|xlsx|json|spreadsheets?|sheets?|images?|pictures?|photos?|screenshots?|"
+    r"файл\w*|документ\w*|вложени\w*|таблиц\w*|картинк\w*|изображени\w*|фото\w*|скриншот\w*)\b",
+    re.IGNORECASE,
+)
 
 
 def last_request(history: list[ChatMessage]) -> str:
@@ -147,15 +153,26 @@ def asks_for_help(request: str) -> bool:
     return bool(HELP.match(request))
 
 
-def what_it_can_do(request: str, tools: list[ToolSchema]) -> str:
-    """What the demo model is and can do, in the request's language, with examples of requests it serves."""
+def asks_about_files(request: str) -> bool:
+    return bool(ABOUT_FILES.search(request))
+
+
+def what_it_can_do(request: str, tools: list[ToolSchema], *, files: bool = False) -> str:
+    """What the demo model is and can do, in the request's language, with examples of requests it serves; with
+    `files`, that it does not read them."""
     language = language_of(request)
     examples = _quoted([found for tool in tools if (found := closest_example(request, tool, language))][:3], language)
     with translation.override(language):
-        text = _(
-            "I am the demo model that runs on this server: I can only work with the tools, not hold a "
-            "conversation. An administrator can connect a full model (LLM_PROVIDER=openai-compatible)."
-        )
+        if files:
+            text = _(
+                "I am the demo model that runs on this server: I cannot read attached files. A full model can, "
+                "once an administrator connects one (LLM_PROVIDER=openai-compatible)."
+            )
+        else:
+            text = _(
+                "I am the demo model that runs on this server: I can only work with the tools, not hold a "
+                "conversation. An administrator can connect a full model (LLM_PROVIDER=openai-compatible)."
+            )
         if examples:
             text += " " + _("Try, for example: %(examples)s.") % {"examples": ", ".join(examples)}
         return text

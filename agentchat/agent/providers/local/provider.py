@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
-from tools.files import ATTACHED
+from tools.files import ATTACHED, REFERENCED
 
 from ...prompts import build_system_prompt
 from ..base import ChatMessage, ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta, Usage
@@ -52,6 +52,15 @@ def newest_turn(messages: list[ChatMessage]) -> list[ChatMessage]:
     if isinstance(request["content"], str):
         request = {**request, "content": request["content"].split(ATTACHED, 1)[0]}
     return [request, *after]
+
+
+def has_files(messages: list[ChatMessage]) -> bool:
+    """Whether the person attached files anywhere in the conversation."""
+    return any(
+        message["role"] == "user"
+        and (ATTACHED in message["content"] or REFERENCED in message["content"] or message.get("images"))
+        for message in messages
+    )
 
 
 def llama_error(exc: Exception) -> ProviderError:
@@ -137,6 +146,8 @@ class LocalProvider:
         request = last["content"] if last is not None and last["role"] == "user" else ""
         if request and (refusal := answers.not_permitted(request, params.tools, params.withheld)):
             return self._say(refusal, emit)
+        if request and answers.asks_about_files(request) and has_files(params.messages):
+            return self._say(answers.what_it_can_do(request, params.tools, files=True), emit)
         earlier = follow_ups.earlier_calls(params.messages[: len(params.messages) - len(turn)])
         if request and (page := follow_ups.another_page(request, earlier, params.tools)):
             if page.call is None:
