@@ -10,7 +10,14 @@ import pytest
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ChatMessage, ProviderChatParams, ToolCall
 from agentchat.agent.providers.local import LocalProvider
-from agentchat.agent.providers.local.follow_ups import another_page, earlier_calls, last_ids, looked_within, narrowed
+from agentchat.agent.providers.local.follow_ups import (
+    another_page,
+    completed,
+    earlier_calls,
+    last_ids,
+    looked_within,
+    narrowed,
+)
 
 from .test_local_provider import ONE_THREAD
 from .test_local_routing import offered, said, user
@@ -145,3 +152,49 @@ async def test_on_the_model_a_branch_for_it_gets_a_generated_name_not_the_reques
         [call] = (await answer(provider, [*checked(14), user(request_text)])).tool_calls
         assert (call["name"], call["args"].get("name")) == ("create_branch", None), request_text
         assert call["args"]["dashboard_id"] == 14
+
+
+def asked_where(request_text: str) -> list[ChatMessage]:
+    return [user(request_text), {"role": "assistant", "content": "Which environment do you mean: …?"}]
+
+
+def test_a_short_reply_completes_the_request_that_left_a_choice_unsaid():
+    tools = offered()
+    assert completed("staging", asked_where("Deploy dashboard 5"), tools) == "Deploy dashboard 5 staging"
+    assert (
+        completed("в прод, пожалуйста", asked_where("Выкати дашборд 9"), tools) == "Выкати дашборд 9 в прод, пожалуйста"
+    )
+    # Anything else is a request of its own.
+    for reply, history in [
+        ("Show the dashboards on staging and their owners", asked_where("Deploy dashboard 5")),
+        ("thanks", asked_where("Deploy dashboard 5")),
+        ("staging", asked_where("Deploy dashboard 5 to production")),
+        ("staging", asked_where("Is dashboard 5 on staging?")),
+        ("staging", [*asked_where("Deploy dashboard 5")[:1], *checked(5)[1:]]),
+        ("staging", []),
+    ]:
+        assert completed(reply, history, tools) == reply, (reply, history)
+
+
+async def test_on_the_model_an_unsaid_environment_is_asked_for_never_chosen(provider: LocalProvider):
+    asked = await answer(provider, [user("Deploy dashboard 5")])
+    assert asked.tool_calls == []
+    assert asked.content == (
+        "Which environment do you mean: staging or production? You can say it in the request, for example "
+        "“Deploy dashboard 3 to staging”."
+    )
+    [call] = (
+        await answer(provider, [user("Deploy dashboard 5"), assistant(asked.content), user("staging")])
+    ).tool_calls
+    assert (call["name"], call["args"]) == ("deploy_dashboard", {"dashboard_id": 5, "environment": "staging"})
+
+    asked = await answer(provider, [user("Выкати дашборд 9")])
+    assert asked.tool_calls == [] and asked.content.startswith(
+        "Какое значение environment вы имеете в виду: staging или"
+    )
+    [call] = (await answer(provider, [user("Выкати дашборд 9"), assistant(asked.content), user("в прод")])).tool_calls
+    assert (call["name"], call["args"]) == ("deploy_dashboard", {"dashboard_id": 9, "environment": "production"})
+
+
+def assistant(text: str) -> ChatMessage:
+    return {"role": "assistant", "content": text}

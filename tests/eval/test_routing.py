@@ -305,7 +305,7 @@ class Score:
     right_args: int = 0
     # A tool that waits for the user's approval, chosen when another tool or none was asked for.
     dangerous_unasked: int = 0
-    # Answered with a question: the two tools scored too close to tell.
+    # Answered with a question: the two tools scored too close to tell, or a value the tool needs was not said.
     asked_back: int = 0
     lines: list[str] = field(default_factory=list)
     # From the request to the first thing a person would see: a tool card, or the answer's first words.
@@ -370,7 +370,7 @@ async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summar
         score.first_event.append(first)
         call = answer.tool_calls[0] if answer.tool_calls else {"name": "none", "args": {}}
         call = {**call, "args": said(call["name"], call["args"])}
-        asked = not answer.tool_calls and answer.content.startswith(("I am not sure", "Я не уверен"))
+        asked = not answer.tool_calls and answer.content.startswith(("I am not sure", "Я не уверен", "Which", "Какое"))
         tool_ok, args_ok = case.judge(call["name"], call["args"])
         if asked:
             tool_ok = args_ok = False

@@ -118,6 +118,24 @@ def unsure(request: str, tools: list[ToolSchema]) -> str:
         }
 
 
+def which_value(request: str, tool: ToolSchema, field: str) -> str:
+    """The question when a request does not say a value the tool cannot do without: which one, with an example
+    of a request that says it."""
+    language = language_of(request)
+    values = [str(value) for value in tool["parameters"]["properties"][field]["enum"]]
+    example = closest_example(request, tool, language)
+    with translation.override(language):
+        text = _("Which %(field)s do you mean: %(values)s?") % {
+            "field": field.replace("_", " "),
+            "values": _(" or ").join([", ".join(values[:-1]), values[-1]]),
+        }
+        if example:
+            text += " " + _("You can say it in the request, for example %(example)s.") % {
+                "example": _quoted([example], language)[0]
+            }
+        return text
+
+
 def no_such_page(request: str, asked: int, pages: int) -> str:
     """What to say to a request for a page before the first or after the last."""
     with translation.override(language_of(request)):

@@ -10,8 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tools.files import ATTACHED, REFERENCED
+
 from ..base import ChatMessage, ToolCall, ToolSchema
-from .routing import new_call
+from .routing import WORD, names_its_action, new_call, unsaid_choices
 
 # An optional "please" and "show me" around the words that ask for a page, in English and Russian.
 _LEAD = r"^\W*(?:please\s+|пожалуйста,?\s+)?(?:(?:show|give|open|go to)(?: me)?\s+|(?:покажи|открой)\s+)?(?:the\s+)?"
@@ -28,6 +30,8 @@ PREVIOUS_PAGE = re.compile(
 PAGE_NUMBER = re.compile(
     _LEAD + r"(?:(?:page|страниц\w*)\s+(\d{1,4})|(\d{1,4})(?:-?(?:ю|я|ая|ую))?\s+страниц\w*)" + _TAIL, re.IGNORECASE
 )
+# A reply that says only what was asked for: "staging", "to prod please", "на стейджинг".
+REPLY_WORDS = 4
 OF_THEM = re.compile(r"\b(?:of|among) (?:them|those|these)\b|\b(?:из|среди) (?:них|этих|тех)\b", re.IGNORECASE)
 
 
@@ -76,6 +80,24 @@ class Page:
     call: ToolCall | None = None
     asked: int = 0
     pages: int = 0
+
+
+def completed(request: str, messages: list[ChatMessage], tools: list[ToolSchema]) -> str:
+    """A short reply that names what the request before it left unsaid, and was asked for ("staging" after "Deploy
+    dashboard 5"): that request and the reply together. Any other request as it is."""
+    asked = [index for index, message in enumerate(messages) if message["role"] == "user"]
+    if not asked or len(WORD.findall(request)) > REPLY_WORDS:
+        return request
+    previous, *after = messages[asked[-1] :]
+    if any(message.get("tool_calls") for message in after):
+        return request
+    said = previous["content"].split(ATTACHED, 1)[0].split(f"\n\n{REFERENCED}", 1)[0]
+    together = f"{said} {request}"
+    for tool in tools:
+        unsaid = unsaid_choices(said, tool)
+        if unsaid and names_its_action(said, tool) and len(unsaid_choices(together, tool)) < len(unsaid):
+            return together
+    return request
 
 
 def another_page(request: str, earlier: list[Earlier], tools: list[ToolSchema]) -> Page | None:

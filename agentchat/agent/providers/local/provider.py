@@ -148,12 +148,15 @@ class LocalProvider:
             return self._say(refusal, emit)
         if request and answers.asks_about_files(request) and has_files(params.messages):
             return self._say(answers.what_it_can_do(request, params.tools, files=True), emit)
-        earlier = follow_ups.earlier_calls(params.messages[: len(params.messages) - len(turn)])
+        before = params.messages[: len(params.messages) - len(turn)]
+        earlier = follow_ups.earlier_calls(before)
         if request and (page := follow_ups.another_page(request, earlier, params.tools)):
             if page.call is None:
                 return self._say(answers.no_such_page(request, page.asked, page.pages), emit)
             return ProviderChatResponse(content="", tool_calls=[page.call], finish_reason="tool_calls")
         if request and params.tools and not answers.asks_for_help(request):
+            if (whole := follow_ups.completed(request, before, params.tools)) != request:
+                request, history = whole, [*history[:-1], {"role": "user", "content": whole}]
             within = follow_ups.looked_within(request, earlier, params.tools)
             decision = decide(llm, system_prompt, history, params.tools, watch, follow_ups.last_ids(earlier), within)
             if decision.call is not None:
@@ -161,6 +164,8 @@ class LocalProvider:
                 return ProviderChatResponse(content="", tool_calls=[call], finish_reason="tool_calls")
             if decision.unsure is not None:
                 return self._say(answers.unsure(request, list(decision.unsure)), emit)
+            if decision.unsaid is not None:
+                return self._say(answers.which_value(request, *decision.unsaid), emit)
         # A question for no tool is one of general knowledge, which a 135M model answers wrongly as often as not
         # ("What's the capital of France?": "L'Alcazaba, la Cité de la France.").
         if request and (language_of(request) == "ru" or answers.asks_about_itself(request) or QUESTION.search(request)):

@@ -91,10 +91,13 @@ ASKING = re.compile(
 
 @dataclass(frozen=True)
 class Decision:
-    """A call to make; or, when two tools scored too close to tell (`unsure`), those two; or neither: no tool."""
+    """A call to make; or, when two tools scored too close to tell (`unsure`), those two; or, when the request does
+    not say a value the tool cannot do without (`unsaid`: "Deploy dashboard 5", to where?), the tool and that
+    argument's name; or none of these: no tool."""
 
     call: ToolCall | None = None
     unsure: tuple[ToolSchema, ToolSchema] | None = None
+    unsaid: tuple[ToolSchema, str] | None = None
 
 
 def language_of(text: str) -> str:
@@ -411,6 +414,20 @@ def _choices(field: dict[str, Any], words: dict[str, list[str]]) -> dict[Any, li
     return {True: words.get("true", []), False: words.get("false", [])}
 
 
+def unsaid_choices(request: str, tool: ToolSchema) -> list[str]:
+    """The required arguments with a fixed set of values and no default of which the request names no value: the
+    model would pick one ("production") that nobody asked for."""
+    parameters = tool["parameters"]
+    words = tool.get("choice_words", {})
+    return [
+        name
+        for name in parameters.get("required", [])
+        if len((field := parameters.get("properties", {}).get(name, {})).get("enum", [])) > 1
+        and "default" not in field
+        and not _named(request, _choices(field, words.get(name, {})))
+    ]
+
+
 def _named(request: str, choices: dict[Any, list[str]]) -> list[Any]:
     """The values the request names; of several, the one whose words take in all the others' ("without problems"
     names false, though "problems" alone names true)."""
@@ -480,6 +497,8 @@ def decide(
             other = next((candidate for candidate in tools if candidate["name"] == second), None)
             if other is not None:
                 return Decision(unsure=(tool, other))
+    if unsaid := unsaid_choices(request, tool):
+        return Decision(unsaid=(tool, unsaid[0]))
     best = tool["name"]
     args, finish_reason = generate(
         llm,
