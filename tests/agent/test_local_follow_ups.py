@@ -18,6 +18,7 @@ from agentchat.agent.providers.local.follow_ups import (
     looked_within,
     narrowed,
 )
+from tools.registry import registry
 
 from .test_local_provider import ONE_THREAD
 from .test_local_routing import offered, said, user
@@ -95,6 +96,9 @@ def test_more_pages_are_of_the_last_search_that_ran_and_only_for_a_request_that_
     assert page_asked("next", checked(12)) is None
     for request_text in ["Tell me more about dashboard 3", "Show me the drafts", "more dashboards about sales"]:
         assert page_asked(request_text, searched(PROBLEMS, PAGE_1_OF_3)) is None
+    # A tool that acts is never called again unasked, even one that takes pages.
+    acting = {**registry.get("search_dashboards").schema(), "action_words": [r"\barchive"]}
+    assert another_page("next", earlier_calls(searched(PROBLEMS, PAGE_1_OF_3)), [acting]) is None
 
 
 def test_a_search_of_them_keeps_the_last_searchs_arguments_and_starts_at_page_one():

@@ -102,8 +102,13 @@ def completed(request: str, messages: list[ChatMessage], tools: list[ToolSchema]
 
 def another_page(request: str, earlier: list[Earlier], tools: list[ToolSchema]) -> Page | None:
     """What a request for another page of the last paged call's results ("next", "дальше", "page 3") asks for;
-    None when it asks for something else, or no offered tool's results come in pages."""
-    paged = {tool["name"]: tool for tool in tools if _integer_default(tool, "page") is not None}
+    None when it asks for something else, or no offered tool's results come in pages. Only a tool that reads is
+    called again so: one that acts is called only when a request says its action."""
+    paged = {
+        tool["name"]: tool
+        for tool in tools
+        if not tool.get("action_words") and _integer_default(tool, "page") is not None
+    }
     last = next((each for each in earlier if each.call["name"] in paged), None)
     if last is None:
         return None
