@@ -65,6 +65,15 @@ def match_of(conversation: Conversation) -> Match | None:
     return highlighted(matching[0].snippet) if matching else None
 
 
+def pieces(match: Match) -> list[tuple[str, bool]]:
+    """A match's text in pieces, each with whether it is a word found: what the list page marks."""
+    found, at = [], 0
+    for start, end in match["highlights"]:
+        found += [(match["text"][at:start], False), (match["text"][start:end], True)]
+        at = end
+    return [(text, marked) for text, marked in [*found, (match["text"][at:], False)] if text]
+
+
 def highlighted(snippet: str) -> Match:
     """A snippet as the API gives it: plain text, and the [start, end) of each word found, in characters."""
     text, highlights, start = [], [], None

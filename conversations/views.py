@@ -31,6 +31,7 @@ from . import selectors, services
 from .decisions import decisions_for
 from .markdown import render_markdown
 from .models import Conversation, Message, PendingConfirmation
+from .search import match_of, pieces
 
 LIST_LIMIT = 100
 SIDEBAR_LIMIT = 30
@@ -276,7 +277,11 @@ def home(request: HttpRequest) -> HttpResponse:
     filters = _list_filters(request)
     if not (filters["archived"] or filters["search"] or _has_conversations(request)):
         return _start(request, has_conversations=False)
-    conversations = selectors.conversations_for(request.user, **filters)[:LIST_LIMIT]
+    conversations = list(selectors.conversations_for(request.user, **filters)[:LIST_LIMIT])
+    for conversation in conversations:
+        # Where a search found it, the words found marked: its title alone may not say why it is listed.
+        match = match_of(conversation)
+        conversation.found = pieces(match) if match else []
     archived = request.session.pop(JUST_ARCHIVED, None)
     undo = selectors.conversation_for(request.user, archived) if archived else None
     context = {

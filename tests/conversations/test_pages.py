@@ -57,6 +57,14 @@ def test_the_list_newest_first_with_counts_search_and_archive_filter(alice, bob,
 
     found = alice_client.get("/?q=churn").content.decode()
     assert "Churn analysis" in found and "Quarterly revenue" not in found
+    assert 'class="found"' not in found  # found by its title, which says so itself
+
+    services.message_append(conversation=revenue, role="assistant", content="Deployed to staging at noon.")
+    by_words = alice_client.get("/?q=staging").content.decode()
+    assert "Quarterly revenue" in by_words
+    assert '<p class="found">Deployed to <mark>staging</mark> at noon' in by_words
+    services.message_append(conversation=revenue, role="assistant", content="<script>alert(1)</script> onboarding")
+    assert "<script>alert" not in alice_client.get("/?q=onboarding").content.decode()
 
     archived = alice_client.get("/?archived=1").content.decode()
     assert "Old plans" in archived and "Churn analysis" not in archived
