@@ -240,6 +240,11 @@ def test_a_yes_or_no_named_in_words_is_taken_and_the_narrower_words_win():
     assert not {"query", "owner", "tag"} & set(with_problems["properties"])  # "errors" is not also a tag
     assert without["properties"]["has_validation_problems"]["anyOf"] == [{"type": "boolean", "enum": [False]}]
     assert "has_validation_problems" in without["required"]
+    # Words that name the choice together are all of them the choice's, none a word to search for.
+    for request in ["Which dashboards are fine?", "Покажи дашборды в порядке", "Dashboards that are in good order"]:
+        fine = grounded(search, request, common)["properties"]
+        assert fine["has_validation_problems"]["anyOf"] == [{"type": "boolean", "enum": [False]}], request
+        assert not {"query", "owner", "tag"} & set(fine), request
 
 
 def test_a_search_never_leaves_the_requests_own_words_out():

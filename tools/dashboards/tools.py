@@ -128,7 +128,12 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
         },
         "has_validation_problems": {
             "true": [r"\b(problem|error|valid|fail|issue|broken)", r"\b(проблем|ошиб|валид|сломан)"],
-            "false": [r"\b(without|no|free of)\b.{0,30}\b(problem|error|issue)", r"\bбез\b.{0,30}\b(проблем|ошиб)"],
+            "false": [
+                r"\b(without|no|free of)\b.{0,30}\b(problem|error|issue)",
+                r"\b(are|is)\s+(fine|ok|okay|all right|clean|in (good )?order)\b|\bhealthy\b",
+                r"\bбез\b.{0,30}\b(проблем|ошиб)",
+                r"\bв порядке\b|\bисправн",
+            ],
         },
     },
     # The words of a search also match the owner's name, so a name said without these is still found. "Who owns…"

@@ -290,17 +290,18 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
     # argument: neither is a phrase to search for. Nor is a word that says the tool's action ("Сделай ветку"), unless
     # it is part of a name ("new-filters").
     choices = tool.get("choice_words", {}).values()
-    naming = [
-        *(pattern for choice in choices for named in choice.values() for pattern in named),
-        *(pattern for cues in tool.get("cue_words", {}).values() for pattern in cues),
-    ]
+    cues = [pattern for cued in tool.get("cue_words", {}).values() for pattern in cued]
     acting = tool.get("action_words", [])
-    common = common | {
-        word.lower()
-        for word in words
-        if any(re.match(p, word, re.IGNORECASE) for p in naming)
-        or (word.isalpha() and any(re.match(p, word, re.IGNORECASE) for p in acting))
-    }
+    common = (
+        common
+        | _words_named(request, [pattern for choice in choices for named in choice.values() for pattern in named])
+        | {
+            word.lower()
+            for word in words
+            if any(re.match(p, word, re.IGNORECASE) for p in cues)
+            or (word.isalpha() and any(re.match(p, word, re.IGNORECASE) for p in acting))
+        }
+    )
     phrases = list(
         dict.fromkeys(
             " ".join(words[start : start + length])
@@ -380,6 +381,17 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
         cued = [name for name in worded if name in tool["cue_words"]]
         required.append((cued or worded)[0])
     return {**parameters, "properties": properties, "required": list(dict.fromkeys(required))}
+
+
+def _words_named(request: str, patterns: list[str]) -> set[str]:
+    """The words, whole and in lower case, that a match of any of the patterns takes in ("are fine": both)."""
+    named = set()
+    for match in (found for pattern in patterns for found in re.finditer(pattern, request, re.IGNORECASE)):
+        start, end = match.span()
+        start = len(re.sub(r"\w+$", "", request[:start]))
+        end += len(re.match(r"\w*", request[end:])[0])
+        named.update(word.lower() for word in _words(request[start:end]))
+    return named
 
 
 def _cued_values(request: str, cues: list[str]) -> list[str]:
