@@ -170,9 +170,14 @@ def test_arguments_are_held_to_what_the_request_says():
     ]
     common = example_words(tools)
 
-    migration = grounded(schema("execute_migration"), "Run migration 5 of dashboard 3", common)["properties"]
-    assert migration["dashboard_id"]["enum"] == [3]  # the number after "dashboard"
-    assert migration["migration_id"]["anyOf"][0]["enum"] == [5]
+    migration = grounded(schema("execute_migration"), "Run migration 5 of dashboard 3", common)
+    assert migration["properties"]["dashboard_id"]["enum"] == [3]  # the number after "dashboard"
+    # Said after its own word, a number is not the model's to leave out: the tool would run another migration.
+    assert migration["properties"]["migration_id"]["anyOf"] == [{"enum": [5]}]
+    assert "migration_id" in migration["required"]
+    second = grounded(schema("search_dashboards"), "Show page 2 of dashboards with errors", common)
+    assert second["properties"]["page"]["enum"] == [2] and "page" in second["required"]  # not the default, 1
+    assert "page_size" not in second["properties"]  # "page 2" is the page's, not the page size's: left to the tool
 
     search = grounded(schema("search_dashboards"), "Show me Maria Ivanova's dashboards", common)
     phrases = search["properties"]["query"]["enum"]

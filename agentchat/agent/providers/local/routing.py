@@ -313,9 +313,13 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
     numbers = sorted({int(number) for number in NUMBER.findall(request)})
     shown = sorted({int(number) for number in NUMBER.findall(page)})
     before: dict[int, set[str]] = {}
+    # The number said right after an argument's whole name ("page 2") is that argument's, not one whose name only
+    # begins the same ("page_size").
+    said_after: dict[int, set[str]] = {}
     for previous, word in itertools.pairwise(words):
         if NUMBER.fullmatch(word):
             before.setdefault(int(word), set()).add(_stem(previous))
+            said_after.setdefault(int(word), set()).add(previous.lower())
     stems = _number_stems(tool)
     required = list(parameters.get("required", []))
     worded: list[str] = []  # the free strings that may take one of the request's phrases
@@ -354,15 +358,24 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
         elif field.get("type") == "integer":
             low, high = field.get("minimum", -math.inf), field.get("maximum", math.inf)
             values = [number for number in numbers if low <= number <= high]
-            placed = [number for number in values if before.get(number, set()) & stems.get(name, set())]
+            others_named = {other for other in parameters.get("properties", {}) if other != name}
+            placed = [
+                number
+                for number in values
+                if before.get(number, set()) & stems.get(name, set())
+                and not said_after.get(number, set()) & others_named
+            ]
             # A number after another argument's word is that one's ("dashboard 11" is not a migration id).
             others = set().union(*(stem for field_name, stem in stems.items() if field_name != name))
             values = placed or [number for number in values if not before.get(number, set()) & others]
+            # "migration 2" says which: the model may neither leave it out (the tool would take another) nor put
+            # the default in its place ("page 2": not 1).
+            required.extend([name] if placed else [])
             if not values and numbers and name not in required:
                 return None
             if not values and name in required:
                 values = [number for number in shown if low <= number <= high]
-            values += [default] if isinstance(default, int) and not isinstance(default, bool) else []
+            values += [default] if isinstance(default, int) and not isinstance(default, bool) and not placed else []
         else:
             return field
         if not values:
