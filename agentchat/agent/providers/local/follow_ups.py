@@ -1,6 +1,7 @@
-"""Requests that go on from the conversation's earlier calls, which the model never reads (it reads the newest turn
+"""Requests that go on from the conversation's earlier turns, which the model never reads (it reads the newest turn
 only): "Who owns it?" means the ids of the last call that took any; "next", "дальше" or "page 3" the last search a
-page on; "Which of them are drafts?" the last search narrowed.
+page on; "Which of them are drafts?" the last search narrowed; and "staging", after "Deploy dashboard 5" was asked
+where to, that request said whole.
 """
 
 from __future__ import annotations
@@ -82,24 +83,6 @@ class Page:
     pages: int = 0
 
 
-def completed(request: str, messages: list[ChatMessage], tools: list[ToolSchema]) -> str:
-    """A short reply that names what the request before it left unsaid, and was asked for ("staging" after "Deploy
-    dashboard 5"): that request and the reply together. Any other request as it is."""
-    asked = [index for index, message in enumerate(messages) if message["role"] == "user"]
-    if not asked or len(WORD.findall(request)) > REPLY_WORDS:
-        return request
-    previous, *after = messages[asked[-1] :]
-    if any(message.get("tool_calls") for message in after):
-        return request
-    said = previous["content"].split(ATTACHED, 1)[0].split(f"\n\n{REFERENCED}", 1)[0]
-    together = f"{said} {request}"
-    for tool in tools:
-        unsaid = unsaid_choices(said, tool)
-        if unsaid and names_its_action(said, tool) and len(unsaid_choices(together, tool)) < len(unsaid):
-            return together
-    return request
-
-
 def another_page(request: str, earlier: list[Earlier], tools: list[ToolSchema]) -> Page | None:
     """What a request for another page of the last paged call's results ("next", "дальше", "page 3") asks for;
     None when it asks for something else, or no offered tool's results come in pages. Only a tool that reads is
@@ -140,6 +123,24 @@ def narrowed(call: ToolCall, earlier: list[Earlier], tool: ToolSchema) -> ToolCa
     said = {name: value for name, value in call["args"].items() if properties.get(name, {}).get("default") != value}
     kept = {name: value for name, value in earlier[0].call["args"].items() if name != "page"}
     return new_call(call["name"], {**kept, **said})
+
+
+def completed(request: str, messages: list[ChatMessage], tools: list[ToolSchema]) -> str:
+    """A short reply that names what the request before it left unsaid, and was asked for ("staging" after "Deploy
+    dashboard 5"): that request and the reply together. Any other request as it is."""
+    asked = [index for index, message in enumerate(messages) if message["role"] == "user"]
+    if not asked or len(WORD.findall(request)) > REPLY_WORDS:
+        return request
+    previous, *after = messages[asked[-1] :]
+    if any(message.get("tool_calls") for message in after):
+        return request
+    said = previous["content"].split(ATTACHED, 1)[0].split(f"\n\n{REFERENCED}", 1)[0]
+    together = f"{said} {request}"
+    for tool in tools:
+        unsaid = unsaid_choices(said, tool)
+        if unsaid and names_its_action(said, tool) and len(unsaid_choices(together, tool)) < len(unsaid):
+            return together
+    return request
 
 
 def _integer_default(tool: ToolSchema, name: str) -> int | None:

@@ -290,7 +290,7 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
     # argument: neither is a phrase to search for. Nor is a word that says the tool's action ("Сделай ветку"), unless
     # it is part of a name ("new-filters").
     choices = tool.get("choice_words", {}).values()
-    cues = [pattern for cued in tool.get("cue_words", {}).values() for pattern in cued]
+    cue_patterns = [pattern for cued in tool.get("cue_words", {}).values() for pattern in cued]
     acting = tool.get("action_words", [])
     common = (
         common
@@ -298,7 +298,7 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
         | {
             word.lower()
             for word in words
-            if any(re.match(p, word, re.IGNORECASE) for p in cues)
+            if any(re.match(p, word, re.IGNORECASE) for p in cue_patterns)
             or (word.isalpha() and any(re.match(p, word, re.IGNORECASE) for p in acting))
         }
     )
