@@ -68,7 +68,19 @@ def page_asked(request: str, history: list[ChatMessage]) -> dict | None:
 
 @pytest.mark.parametrize(
     "request_text",
-    ["next", "Next page", "show me more", "more please", "дальше", "Ещё", "покажи следующую страницу", "продолжай"],
+    [
+        "next",
+        "Next page",
+        "show me more",
+        "more please",
+        "and the next page?",
+        "next 10",
+        "дальше",
+        "Ещё",
+        "покажи следующую страницу",
+        "а следующие?",
+        "продолжай",
+    ],
 )
 def test_a_request_for_more_is_the_last_search_a_page_on(request_text: str):
     assert page_asked(request_text, searched(PROBLEMS, PAGE_1_OF_3)) == {"args": {**PROBLEMS, "page": 2}}

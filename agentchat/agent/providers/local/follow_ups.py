@@ -16,12 +16,15 @@ from tools.files import ATTACHED, REFERENCED
 from ..base import ChatMessage, ToolCall, ToolSchema
 from .routing import WORD, names_its_action, new_call, unsaid_choices
 
-# An optional "please" and "show me" around the words that ask for a page, in English and Russian.
-_LEAD = r"^\W*(?:please\s+|пожалуйста,?\s+)?(?:(?:show|give|open|go to)(?: me)?\s+|(?:покажи|открой)\s+)?(?:the\s+)?"
+# An optional "and", "please" and "show me" around the words that ask for a page, in English and Russian.
+_LEAD = (
+    r"^\W*(?:(?:and|so|а|и|ну)\s+)?(?:please\s+|пожалуйста,?\s+)?"
+    r"(?:(?:show|give|open|go to)(?: me)?\s+|(?:покажи|открой)\s+)?(?:the\s+)?"
+)
 _TAIL = r"(?:\s*,?\s*(?:please|пожалуйста))?\W*$"
 NEXT_PAGE = re.compile(
     _LEAD
-    + r"(?:next(?: page| ones?)?|more|continue|go on|ещё|еще|дальше|следующ\w*(?: страниц\w*)?|продолж\w*)"
+    + r"(?:next(?: page| ones?| \d{1,3})?|more|continue|go on|ещё|еще|дальше|следующ\w*(?: страниц\w*)?|продолж\w*)"
     + _TAIL,
     re.IGNORECASE,
 )
