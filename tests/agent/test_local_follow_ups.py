@@ -9,7 +9,7 @@ import pytest
 
 from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ChatMessage, ProviderChatParams, ToolCall
-from agentchat.agent.providers.local import LocalProvider
+from agentchat.agent.providers.local import LocalProvider, answers
 from agentchat.agent.providers.local.follow_ups import (
     another_page,
     completed,
@@ -210,6 +210,29 @@ async def test_on_the_model_an_unsaid_environment_is_asked_for_never_chosen(prov
     )
     [call] = (await answer(provider, [user("Выкати дашборд 9"), assistant(asked.content), user("в прод")])).tool_calls
     assert (call["name"], call["args"]) == ("deploy_dashboard", {"dashboard_id": 9, "environment": "production"})
+
+
+async def test_on_the_model_a_reply_to_which_tool_was_meant_is_read_with_the_request(provider: LocalProvider):
+    asked = await answer(provider, [user("Push dashboard 8 to production")])
+    assert asked.tool_calls == [] and answers.asked_what_was_meant(asked.content)
+
+    def replied(text: str) -> list[ChatMessage]:
+        return [user("Push dashboard 8 to production"), assistant(asked.content), user(text)]
+
+    [call] = (await answer(provider, replied("deploy it"))).tool_calls
+    assert (call["name"], call["args"]) == ("deploy_dashboard", {"dashboard_id": 8, "environment": "production"})
+    [call] = (await answer(provider, replied("check it"))).tool_calls
+    assert (call["name"], call["args"]) == ("dashboard_health", {"dashboard_id": 8})
+    # A reply that answers nothing is read on its own, not asked about again.
+    thanks = await answer(provider, replied("thanks"))
+    assert thanks.tool_calls == [] and not answers.asked_what_was_meant(thanks.content)
+
+
+def test_the_question_of_which_tool_was_meant_is_known_in_either_language():
+    tools = [registry.get("dashboard_health").schema(), registry.get("create_branch").schema()]
+    assert answers.asked_what_was_meant(answers.unsure("Check dashboard 19", tools))
+    assert answers.asked_what_was_meant(answers.unsure("Проверь состояние дашборда 19", tools))
+    assert not answers.asked_what_was_meant("I am the demo model that runs on this server.")
 
 
 def assistant(text: str) -> ChatMessage:

@@ -15,6 +15,7 @@ import re
 
 from django.utils import translation
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from ..base import ChatMessage, ToolSchema
 from .routing import closest_example, language_of, names_its_action
@@ -32,6 +33,8 @@ ABOUT_ITSELF = re.compile(
 )
 # "Help" and nothing else: no tool is meant, though a search would take the word.
 HELP = re.compile(r"^\W*(help|помощь|помоги(те)?)\W*$", re.IGNORECASE)
+# How the question begins when a request could be for either of two tools.
+UNSURE = gettext_noop("I am not sure what you would like me to do.")
 # A request about the conversation's files, which the demo model does not read.
 ABOUT_FILES = re.compile(
     r"\b(files?|attach\w*|documents?|pdf|csv|xlsx|json|spreadsheets?|sheets?|images?|pictures?|photos?|screenshots?|"
@@ -111,11 +114,21 @@ def unsure(request: str, tools: list[ToolSchema]) -> str:
     examples = _quoted([found for tool in tools if (found := closest_example(request, tool, language))], language)
     with translation.override(language):
         if len(examples) < 2:
-            return _("I am not sure what you would like me to do. Could you say it in other words?")
-        return _("I am not sure what you would like me to do. Did you mean something like %(first)s or %(second)s?") % {
+            return f"{_(UNSURE)} {_('Could you say it in other words?')}"
+        return f"{_(UNSURE)} " + _("Did you mean something like %(first)s or %(second)s?") % {
             "first": examples[0],
             "second": examples[1],
         }
+
+
+def asked_what_was_meant(text: str) -> bool:
+    """Whether an answer is the question `unsure` asks, in either language."""
+    return any(text.startswith(_in(language, UNSURE)) for language in ("en", "ru"))
+
+
+def _in(language: str, text: str) -> str:
+    with translation.override(language):
+        return _(text)
 
 
 def which_value(request: str, tool: ToolSchema, field: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from tools.files import ATTACHED, REFERENCED
 
 from ..base import ChatMessage, ToolCall, ToolSchema
+from . import answers
 from .routing import WORD, names_its_action, new_call, unsaid_choices
 
 # An optional "and", "please" and "show me" around the words that ask for a page, in English and Russian.
@@ -129,8 +130,9 @@ def narrowed(call: ToolCall, earlier: list[Earlier], tool: ToolSchema) -> ToolCa
 
 
 def completed(request: str, messages: list[ChatMessage], tools: list[ToolSchema]) -> str:
-    """A short reply that names what the request before it left unsaid, and was asked for ("staging" after "Deploy
-    dashboard 5"): that request and the reply together. Any other request as it is."""
+    """A short reply to the question the request before it got: which tool was meant ("deploy it" after "Push
+    dashboard 8 to production"), or a value it left unsaid ("staging" after "Deploy dashboard 5"). That request and
+    the reply together; any other request as it is."""
     asked = [index for index, message in enumerate(messages) if message["role"] == "user"]
     if not asked or len(WORD.findall(request)) > REPLY_WORDS:
         return request
@@ -139,6 +141,8 @@ def completed(request: str, messages: list[ChatMessage], tools: list[ToolSchema]
         return request
     said = previous["content"].split(ATTACHED, 1)[0].split(f"\n\n{REFERENCED}", 1)[0]
     together = f"{said} {request}"
+    if any(message["role"] == "assistant" and answers.asked_what_was_meant(message["content"]) for message in after):
+        return together
     for tool in tools:
         unsaid = unsaid_choices(said, tool)
         if unsaid and names_its_action(said, tool) and len(unsaid_choices(together, tool)) < len(unsaid):

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING
 from tools.files import ATTACHED, REFERENCED
 
 from ...prompts import build_system_prompt
-from ..base import ChatMessage, ProviderChatParams, ProviderChatResponse, ProviderError, StreamItem, TextDelta, Usage
+from ..base import (
+    ChatMessage,
+    ProviderChatParams,
+    ProviderChatResponse,
+    ProviderError,
+    StreamItem,
+    TextDelta,
+    ToolSchema,
+    Usage,
+)
 from . import answers, follow_ups
 from .chatml import chat_prompt, prompt_tokens, to_chatml_messages
 from .llama import TEXT_SAMPLING, evaluate, generate
@@ -30,9 +39,11 @@ from .model import (
     resolve_model_path,
     run_in_worker,
 )
-from .routing import QUESTION, decide, language_of
+from .routing import QUESTION, Decision, decide, language_of
 
 if TYPE_CHECKING:
+    from llama_cpp import Llama
+
     from .. import ProviderConfig
 
 logger = logging.getLogger(__name__)
@@ -155,10 +166,9 @@ class LocalProvider:
                 return self._say(answers.no_such_page(request, page.asked, page.pages), emit)
             return ProviderChatResponse(content="", tool_calls=[page.call], finish_reason="tool_calls")
         if request and params.tools and not answers.asks_for_help(request):
-            if (whole := follow_ups.completed(request, before, params.tools)) != request:
-                request, history = whole, [*history[:-1], {"role": "user", "content": whole}]
-            within = follow_ups.looked_within(request, earlier, params.tools)
-            decision = decide(llm, system_prompt, history, params.tools, watch, follow_ups.last_ids(earlier), within)
+            request, decision, within = self._decision(
+                llm, params.tools, system_prompt, history, before, earlier, watch
+            )
             if decision.call is not None:
                 call = decision.call if within is None else follow_ups.narrowed(decision.call, earlier, within)
                 return ProviderChatResponse(content="", tool_calls=[call], finish_reason="tool_calls")
@@ -179,6 +189,31 @@ class LocalProvider:
             on_text=lambda piece: emit(TextDelta(piece)),
         )
         return ProviderChatResponse(content=text, finish_reason=finish_reason)
+
+    @staticmethod
+    def _decision(
+        llm: Llama,
+        tools: list[ToolSchema],
+        system_prompt: str,
+        history: list[dict[str, str]],
+        before: list[ChatMessage],
+        earlier: list[follow_ups.Earlier],
+        watch: Watch,
+    ) -> tuple[str, Decision, ToolSchema | None]:
+        """The request decided on, the decision, and the tool whose last results it looks within, if any: the
+        request before this one with this one, when this one answers the question it got ("deploy it", "staging");
+        else this one."""
+        request = history[-1]["content"]
+        ids = follow_ups.last_ids(earlier)
+        if (whole := follow_ups.completed(request, before, tools)) != request:
+            decision = decide(
+                llm, system_prompt, [*history[:-1], {"role": "user", "content": whole}], tools, watch, ids
+            )
+            # Asked the same again, the reply did not answer the question ("thanks"): it is read on its own.
+            if decision.unsure is None:
+                return whole, decision, None
+        within = follow_ups.looked_within(request, earlier, tools)
+        return request, decide(llm, system_prompt, history, tools, watch, ids, within), within
 
     @staticmethod
     def _say(text: str, emit: Emit) -> ProviderChatResponse:
