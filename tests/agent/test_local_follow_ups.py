@@ -11,6 +11,7 @@ from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ChatMessage, ProviderChatParams, ToolCall
 from agentchat.agent.providers.local import LocalProvider, answers
 from agentchat.agent.providers.local.follow_ups import (
+    Page,
     another_page,
     completed,
     earlier_calls,
@@ -63,7 +64,9 @@ def page_asked(request: str, history: list[ChatMessage]) -> dict | None:
     page = another_page(request, earlier_calls(history), offered())
     if page is None:
         return None
-    return {"args": page.call["args"]} if page.call else {"asked": page.asked, "pages": page.pages}
+    if page.call:
+        return {"args": page.call["args"]}
+    return {"asked": page.asked, "pages": page.pages} | ({} if page.listed else {"listed": False})
 
 
 @pytest.mark.parametrize(
@@ -103,14 +106,15 @@ def test_the_previous_page_and_pages_that_do_not_exist():
 def test_more_pages_are_of_the_last_search_that_ran_and_only_for_a_request_that_asks_for_one():
     # A health check since does not take pages: the search before it does.
     assert page_asked("next", [*searched(PROBLEMS, PAGE_1_OF_3), *checked(12)]) == {"args": {**PROBLEMS, "page": 2}}
-    # A search that did not run has no pages to go on from.
-    assert page_asked("next", searched(PROBLEMS, PAGE_1_OF_3, outcome="error")) is None
-    assert page_asked("next", checked(12)) is None
+    # A search that did not run has no pages to go on from, and is said so, as when there was none.
+    nothing = {"asked": 0, "pages": 0, "listed": False}
+    assert page_asked("next", searched(PROBLEMS, PAGE_1_OF_3, outcome="error")) == nothing
+    assert page_asked("next", checked(12)) == nothing
     for request_text in ["Tell me more about dashboard 3", "Show me the drafts", "more dashboards about sales"]:
         assert page_asked(request_text, searched(PROBLEMS, PAGE_1_OF_3)) is None
     # A tool that acts is never called again unasked, even one that takes pages.
     acting = {**registry.get("search_dashboards").schema(), "action_words": [r"\barchive"]}
-    assert another_page("next", earlier_calls(searched(PROBLEMS, PAGE_1_OF_3)), [acting]) is None
+    assert another_page("next", earlier_calls(searched(PROBLEMS, PAGE_1_OF_3)), [acting]) == Page(listed=False)
 
 
 def test_a_search_of_them_keeps_the_last_searchs_arguments_and_starts_at_page_one():
@@ -161,6 +165,9 @@ async def test_on_the_model_a_follow_up_goes_on_from_the_last_search(provider: L
     assert last.tool_calls == [] and last.content == "That was the last page: there are 3."
     last = await answer(provider, [*searched({**PROBLEMS, "page": 3}, {**PAGE_1_OF_3, "page": 3}), user("дальше")])
     assert last.content == "Это была последняя страница: всего их 3."
+    nothing = await answer(provider, [*checked(12), user("next")])
+    assert nothing.tool_calls == []
+    assert nothing.content == "There is no list here to turn the page of yet: ask for one first."
 
 
 async def test_on_the_model_a_branch_for_it_gets_a_generated_name_not_the_requests_words(provider: LocalProvider):

@@ -149,9 +149,11 @@ def which_value(request: str, tool: ToolSchema, field: str) -> str:
         return text
 
 
-def no_such_page(request: str, asked: int, pages: int) -> str:
-    """What to say to a request for a page before the first or after the last."""
+def no_such_page(request: str, asked: int, pages: int, *, listed: bool = True) -> str:
+    """What to say to a request for a page before the first or after the last, or when no list was shown."""
     with translation.override(language_of(request)):
+        if not listed:
+            return _("There is no list here to turn the page of yet: ask for one first.")
         if asked < 1:
             return _("That was the first page.")
         if pages == 1:

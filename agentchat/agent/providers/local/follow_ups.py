@@ -80,26 +80,25 @@ def last_ids(earlier: list[Earlier]) -> dict[str, int]:
 @dataclass(frozen=True)
 class Page:
     """Another page of an earlier call: `call` to make, or, when there is no such page, the page asked for and how
-    many the results have."""
+    many the results have; or, when no list was shown to turn the page of, not `listed`."""
 
     call: ToolCall | None = None
     asked: int = 0
     pages: int = 0
+    listed: bool = True
 
 
 def another_page(request: str, earlier: list[Earlier], tools: list[ToolSchema]) -> Page | None:
     """What a request for another page of the last paged call's results ("next", "дальше", "page 3") asks for;
-    None when it asks for something else, or no offered tool's results come in pages. Only a tool that reads is
-    called again so: one that acts is called only when a request says its action."""
+    None when it asks for something else. Only a tool that reads is called again so: one that acts is called only
+    when a request says its action."""
     paged = {
         tool["name"]: tool
         for tool in tools
         if not tool.get("action_words") and _integer_default(tool, "page") is not None
     }
     last = next((each for each in earlier if each.call["name"] in paged), None)
-    if last is None:
-        return None
-    current = last.call["args"].get("page", _integer_default(paged[last.call["name"]], "page"))
+    current = last.call["args"].get("page", _integer_default(paged[last.call["name"]], "page")) if last else 1
     if NEXT_PAGE.search(request):
         asked = current + 1
     elif PREVIOUS_PAGE.search(request):
@@ -108,6 +107,8 @@ def another_page(request: str, earlier: list[Earlier], tools: list[ToolSchema]) 
         asked = int(match.group(1) or match.group(2))
     else:
         return None
+    if last is None:
+        return Page(listed=False)
     pages = last.result.get("pages")
     if asked < 1 or (type(pages) is int and asked > pages):
         return Page(asked=asked, pages=pages if type(pages) is int else 0)

@@ -163,7 +163,7 @@ class LocalProvider:
         earlier = follow_ups.earlier_calls(before)
         if request and (page := follow_ups.another_page(request, earlier, params.tools)):
             if page.call is None:
-                return self._say(answers.no_such_page(request, page.asked, page.pages), emit)
+                return self._say(answers.no_such_page(request, page.asked, page.pages, listed=page.listed), emit)
             return ProviderChatResponse(content="", tool_calls=[page.call], finish_reason="tool_calls")
         if request and params.tools and not answers.asks_for_help(request):
             request, decision, within = self._decision(
