@@ -151,7 +151,8 @@ def _shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
-def _either(choices: list[str], say: Callable[[str], str]) -> str:
+def either(choices: list[str], say: Callable[[str], str]) -> str:
+    """ "a, b or c", in the words `say` gives."""
     return (
         choices[0] if len(choices) == 1 else say(WORDS["or"]) % {"first": ", ".join(choices[:-1]), "last": choices[-1]}
     )
@@ -252,8 +253,8 @@ def _describe(error: ValidationError, model: type[BaseModel], data: Any, say: Ca
             allowed = say(WORDS["one_of"]) % {"choices": ", ".join(shown)} if len(shown) > 1 else shown[0]
             texts = [say(WORDS["must_be"]) % {"allowed": allowed, "got": _shown(got[where])}, *texts]
         elif where in expected:
-            either = _either(expected[where], say)
-            texts = [say(WORDS["expected"]) % {"expected": either, "got": _shown(got[where])}, *texts]
+            wanted = either(expected[where], say)
+            texts = [say(WORDS["expected"]) % {"expected": wanted, "got": _shown(got[where])}, *texts]
         problems.append(f"{'.'.join(map(str, where)) or say(WORDS['arguments'])}: {'; '.join(texts)}")
     return "; ".join(problems)
 

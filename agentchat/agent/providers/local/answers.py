@@ -17,6 +17,8 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from tools.registry import either
+
 from ..base import ChatMessage, ToolSchema
 from .routing import closest_example, language_of, names_its_action
 
@@ -140,7 +142,7 @@ def which_value(request: str, tool: ToolSchema, field: str) -> str:
     with translation.override(language):
         text = _("Which %(field)s do you mean: %(values)s?") % {
             "field": field.replace("_", " "),
-            "values": _(" or ").join([", ".join(values[:-1]), values[-1]]),
+            "values": either(values, _),
         }
         if example:
             text += " " + _("You can say it in the request, for example %(example)s.") % {
