@@ -74,9 +74,9 @@ TEMPLATES = [
     gettext_noop("The local model failed while answering (%(error)s)."),
     gettext_noop("The local model ended its answer without finishing it."),
     # What a deployment of the demo dashboards notes (tools.dashboards).
-    gettext_noop("deployed with %(count)s warning-level validation problem(s)"),
-    gettext_noop("%(count)s uncommitted change(s) on main are not part of this deployment"),
-    gettext_noop("%(count)s pending migration(s) have not been executed"),
+    gettext_noop("validation problems at warning level: %(count)s"),
+    gettext_noop("uncommitted changes on main, not part of this deployment: %(count)s"),
+    gettext_noop("pending migrations, not executed: %(count)s"),
     # An uploaded file refused (tools.documents, conversations.services.attachments).
     gettext_noop("The file is larger than %(size)s MB."),
     gettext_noop("The file is larger than %(size)s MB, the most accepted."),

@@ -63,6 +63,24 @@ def test_calls_that_did_not_run_are_told_as_such_in_the_request_language():
     assert answers.after_calls(failed, tools) == "`search_dashboards` did not succeed: No tag."
 
 
+def test_of_several_calls_of_one_tool_the_one_that_did_not_run_is_told_with_its_arguments():
+    tools = [schema("deploy_dashboard")]
+    history = turn(
+        "Выкати дашборды 4 и 6 в прод",
+        ("deploy_dashboard", "Error: rejected by the user.", "rejected"),
+        ("deploy_dashboard", "Error: rejected by the user.", "rejected"),
+    )
+    history[1]["tool_calls"] = [
+        {"id": f"call_{i}", "name": "deploy_dashboard", "args": {"dashboard_id": i + 4, "environment": "production"}}
+        for i in range(2)
+    ]
+
+    assert answers.after_calls(history, tools) == (
+        'Вы отклонили `deploy_dashboard(dashboard_id=4, environment="production")`, поэтому он не выполнялся.\n\n'
+        'Вы отклонили `deploy_dashboard(dashboard_id=5, environment="production")`, поэтому он не выполнялся.'
+    )
+
+
 def test_a_result_without_a_summary_is_shown_as_it_is():
     plain: ToolSchema = {"name": "lookup", "description": "Look up.", "parameters": {"type": "object"}}
 

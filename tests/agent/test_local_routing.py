@@ -14,6 +14,7 @@ from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers import ChatMessage, ProviderChatParams, ProviderConfig, ProviderError, ToolSchema
 from agentchat.agent.providers.local import LocalProvider, choose_examples, to_chatml_messages
 from agentchat.agent.providers.local.model import generation_lock
+from agentchat.agent.providers.local.routing import each_listed
 from agentchat.agent.providers.openai_compatible import to_wire_tools
 from tools.files import ATTACHED, REFERENCED
 from tools.registry import ToolArgs, ToolContext, ToolRegistry, registry
@@ -192,6 +193,32 @@ def test_past_calls_are_told_in_words_not_as_json():
         {"role": "assistant", "content": "Calling search_dashboards."},
         {"role": "tool", "content": '{"total": 0}'},
     ]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expected"),
+    [
+        ("How healthy are dashboards 7, 12 and 19?", ("dashboard_health", [{}, {}, {}], [7, 12, 19])),
+        ("Выкати дашборды 4 и 6 в прод", ("deploy_dashboard", [{"environment": "production"}] * 2, [4, 6])),
+    ],
+)
+async def test_a_list_of_numbers_is_one_call_for_each(provider: LocalProvider, request_text, expected):
+    params = ProviderChatParams(messages=[user(request_text)], system_prompt=build_system_prompt(), tools=offered())
+    answer = await provider.chat(params)
+    name, others, ids = expected
+    assert [call["name"] for call in answer.tool_calls] == [name] * len(ids)
+    assert [call["args"].pop("dashboard_id") for call in answer.tool_calls] == ids
+    assert [said(name, call["args"]) for call in answer.tool_calls] == others
+    assert len({call["id"] for call in answer.tool_calls}) == len(ids)
+
+
+def test_only_a_list_after_the_arguments_word_is_taken():
+    health = registry.get("dashboard_health").schema()
+    call = {"id": "call_1", "name": "dashboard_health", "args": {"dashboard_id": 3}}
+    for request_text in ["Dashboard 3 or 4?", "dashboard 3, then tell me a joke", "Show 3 and 4 of dashboard 3"]:
+        assert each_listed(call, request_text, health) == [call]
+    [first, second] = each_listed(call, "dashboards 3 & 4 and 3", health)
+    assert first == call and second["args"] == {"dashboard_id": 4}
 
 
 async def test_a_question_about_an_action_reads_instead_of_acting(provider: LocalProvider):

@@ -54,11 +54,11 @@ def dashboard_deploy(*, dashboard: Dashboard, environment: str, actor) -> Deploy
         )
     notes = []
     if warnings := sum(problem.severity == problem.Severity.WARNING for problem in problems):
-        notes.append(f"deployed with {warnings} warning-level validation problem(s)")
+        notes.append(f"validation problems at warning level: {warnings}")
     if uncommitted := selectors.uncommitted_changes(dashboard, MAIN_BRANCH).count():
-        notes.append(f"{uncommitted} uncommitted change(s) on main are not part of this deployment")
+        notes.append(f"uncommitted changes on main, not part of this deployment: {uncommitted}")
     if pending := selectors.pending_migrations(dashboard).count():
-        notes.append(f"{pending} pending migration(s) have not been executed")
+        notes.append(f"pending migrations, not executed: {pending}")
     return Deployment.objects.create(
         dashboard=dashboard,
         environment=environment,

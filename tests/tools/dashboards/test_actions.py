@@ -78,9 +78,9 @@ def test_deploy_to_production(catalogue, alice):
     assert result["commit"] == deployment.commit.sha[:10]
     assert result["deployed_by"] == "alice" and result["title"] == "Воронка продаж по регионам"
     assert result["notes"] == [
-        "deployed with 2 warning-level validation problem(s)",
-        "2 uncommitted change(s) on main are not part of this deployment",
-        "2 pending migration(s) have not been executed",
+        "validation problems at warning level: 2",
+        "uncommitted changes on main, not part of this deployment: 2",
+        "pending migrations, not executed: 2",
     ]
 
 

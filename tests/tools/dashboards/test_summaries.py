@@ -94,7 +94,7 @@ def test_the_changing_tools_say_what_they_did(catalogue, alice):
     assert english.startswith(f"Deployment #{deployment['deployment_id']} of dashboard #42")
     assert f"to staging: {deployment['status'].replace('_', ' ')}." in english
     # Its notes are told in the reader's language too.
-    assert "1 pending migration(s) have not been executed" in deployment["notes"]
-    assert "- 1 pending migration(s) have not been executed" in english
+    assert "pending migrations, not executed: 1" in deployment["notes"]
+    assert "- pending migrations, not executed: 1" in english
     russian = summary("deploy_dashboard", deployment, "ru")
-    assert "- ожидающие миграции (их число: 1) не выполнены" in russian and "pending" not in russian
+    assert "- ожидающие миграции, не выполненные: 1" in russian and "pending" not in russian

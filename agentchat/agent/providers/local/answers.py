@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import Counter
 
 from django.utils import translation
 from django.utils.translation import gettext as _
@@ -63,19 +64,30 @@ def after_calls(history: list[ChatMessage], tools: list[ToolSchema]) -> str:
     """The answer to the latest tool results: each one's summary, in the language of the request."""
     language = language_of(last_request(history))
     by_name = {tool["name"]: tool for tool in tools}
+    results = latest_results(history)
+    # Of several calls of one tool, a call that did not run is told with its arguments: which one is meant.
+    names = Counter(message.get("name") for message in results)
+    args = {call["id"]: call["args"] for message in history for call in message.get("tool_calls") or []}
     with translation.override(language):
         return "\n\n".join(
-            _result(message, by_name.get(message.get("name", "")), language) for message in latest_results(history)
+            _result(
+                message,
+                by_name.get(message.get("name", "")),
+                language,
+                args.get(message.get("tool_call_id")) if names[message.get("name")] > 1 else None,
+            )
+            for message in results
         )
 
 
-def _result(message: ChatMessage, tool: ToolSchema | None, language: str) -> str:
+def _result(message: ChatMessage, tool: ToolSchema | None, language: str, args: dict | None) -> str:
     name = message.get("name") or "tool"
     content = message["content"]
     outcome = message.get("outcome", "done")
     if outcome != "done":
         # "Error: search_dashboards failed: There is no tag…" is told as "`search_dashboards` did not succeed: There…"
-        return _not_done(outcome, name, content.removeprefix("Error: ").removeprefix(f"{name} failed: "))
+        detail = content.removeprefix("Error: ").removeprefix(f"{name} failed: ")
+        return _not_done(outcome, name if args is None else _called(name, args), detail)
     summarize = tool.get("summarize") if tool else None
     if summarize is not None:
         try:
@@ -88,6 +100,11 @@ def _result(message: ChatMessage, tool: ToolSchema | None, language: str) -> str
             logger.warning("the summary of %s failed; its result is shown as it is", name, exc_info=True)
     shown = content if len(content) <= SHOWN_RESULT else content[: SHOWN_RESULT - 1] + "…"
     return _("`%(tool)s` returned:") % {"tool": name} + f"\n\n```\n{shown}\n```"
+
+
+def _called(name: str, args: dict) -> str:
+    """`deploy_dashboard(dashboard_id=4, environment="production")`: the call, as code."""
+    return f"{name}({', '.join(f'{key}={json.dumps(value, ensure_ascii=False)}' for key, value in args.items())})"
 
 
 def _not_done(outcome: str, name: str, detail: str) -> str:

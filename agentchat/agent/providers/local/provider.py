@@ -39,7 +39,7 @@ from .model import (
     resolve_model_path,
     run_in_worker,
 )
-from .routing import QUESTION, Decision, decide, language_of
+from .routing import QUESTION, Decision, decide, each_listed, language_of
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -171,7 +171,9 @@ class LocalProvider:
             )
             if decision.call is not None:
                 call = decision.call if within is None else follow_ups.narrowed(decision.call, earlier, within)
-                return ProviderChatResponse(content="", tool_calls=[call], finish_reason="tool_calls")
+                tool = next(tool for tool in params.tools if tool["name"] == call["name"])
+                calls = each_listed(call, request, tool)
+                return ProviderChatResponse(content="", tool_calls=calls, finish_reason="tool_calls")
             if decision.unsure is not None:
                 return self._say(answers.unsure(request, list(decision.unsure)), emit)
             if decision.unsaid is not None:

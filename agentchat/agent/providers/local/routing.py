@@ -216,6 +216,9 @@ def new_call(name: str, args: dict[str, Any]) -> ToolCall:
 
 
 NUMBER = re.compile(r"(?<!\w)\d{1,9}(?!\w)")
+# The next number of a list: "3, 4 and 7", "3 & 4", "3 и 4"; not "3 or 4", which asks which.
+LISTED_NEXT = re.compile(r"\s*(?:,|&|\band\b|\bи\b)(?:\s*(?:and|и)\b)?\s*(?P<number>\d{1,9})(?!\w)", re.IGNORECASE)
+MOST_LISTED = 10
 EDGE_PUNCTUATION = "?!.,:;«»\"'“”„()[]"
 PHRASE_WORDS = 4
 # Words that say how something is asked, not what ("my", "show", "меня", "есть"), in the two languages the demo
@@ -256,6 +259,27 @@ def names_by_number(request: str, tool: ToolSchema) -> bool:
     return any(
         _stem(previous) in stems for previous, word in itertools.pairwise(_words(request)) if NUMBER.fullmatch(word)
     )
+
+
+def each_listed(call: ToolCall, request: str, tool: ToolSchema) -> list[ToolCall]:
+    """The call once for each number of a list said after the word of the whole-number argument it took
+    ("dashboards 3, 4 and 7", "дашборды 3 и 4"): one call an object, as a full model makes them, up to
+    MOST_LISTED. The model itself picks one number: the others take its other arguments."""
+    for name, stems in _number_stems(tool).items():
+        value = call["args"].get(name)
+        if type(value) is not int:
+            continue
+        for said in re.finditer(rf"(\w+)\s+{value}(?!\w)", request):
+            if _stem(said[1]) not in stems:
+                continue
+            numbers, end = [value], said.end()
+            while len(numbers) < MOST_LISTED and (more := LISTED_NEXT.match(request, end)):
+                numbers.append(int(more["number"]))
+                end = more.end()
+            others = [number for number in dict.fromkeys(numbers) if number != value]
+            if others:
+                return [call, *(new_call(call["name"], {**call["args"], name: number}) for number in others)]
+    return [call]
 
 
 def needs_a_number(tool: ToolSchema) -> bool:
