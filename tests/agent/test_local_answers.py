@@ -370,3 +370,15 @@ def test_an_action_the_user_may_not_take_is_refused_in_words_and_only_then():
     assert answers.not_permitted("Is it safe to deploy dashboard 9?", reading, withheld) == ""
     assert answers.not_permitted("Show dashboards about sales", reading, withheld) == ""
     assert answers.not_permitted("Deploy dashboard 9", [*reading, schema("deploy_dashboard")], withheld) == ""
+
+
+def test_the_word_after_called_is_a_name_and_a_number_inside_a_name_is_no_id():
+    tools = [schema(name) for name in ("search_dashboards", "create_branch", "commit_changes")]
+    common = example_words(tools)
+    for request_text in ["Create a branch called test on dashboard 9", "Создай ветку с именем test для дашборда 9"]:
+        branch = grounded(schema("create_branch"), request_text, common)
+        assert branch["properties"]["name"]["anyOf"][0]["enum"] == ["test"], request_text
+        assert branch["properties"]["dashboard_id"]["enum"] == [9]
+    # No number of its own: the request is asked which dashboard it means (decide), the 4 of "fix-4" is not one.
+    unnumbered = grounded(schema("create_branch"), "Create a branch called fix-4", common)
+    assert "enum" not in unnumbered["properties"]["dashboard_id"]

@@ -137,8 +137,11 @@ def test_a_search_of_them_keeps_the_last_searchs_arguments_and_starts_at_page_on
 
 
 def test_it_means_the_ids_of_the_last_call_that_took_any():
-    assert last_ids(earlier_calls([*checked(12), *searched(PROBLEMS, PAGE_1_OF_3)])) == {"dashboard_id": 12}
-    assert last_ids(earlier_calls(searched(PROBLEMS, PAGE_1_OF_3))) == {}
+    after_a_search = earlier_calls([*checked(12), *searched(PROBLEMS, PAGE_1_OF_3)])
+    assert last_ids(after_a_search, "Who owns it?") == {"dashboard_id": 12}
+    assert last_ids(earlier_calls(searched(PROBLEMS, PAGE_1_OF_3)), "Who owns it?") == {}
+    # "them" after a search means what it listed, which took no ids.
+    assert last_ids(after_a_search, "Deploy them") == {}
 
 
 @pytest.fixture(scope="module")
@@ -244,3 +247,45 @@ def test_the_question_of_which_tool_was_meant_is_known_in_either_language():
 
 def assistant(text: str) -> ChatMessage:
     return {"role": "assistant", "content": text}
+
+
+def checked_together(*ids: int) -> list[ChatMessage]:
+    calls = [{"id": f"h{i}", "name": "dashboard_health", "args": {"dashboard_id": i}} for i in ids]
+    return [
+        user(f"How healthy are dashboards {' and '.join(map(str, ids))}?"),
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": call["id"], "name": "dashboard_health", "content": "{}"} for call in calls),
+        assistant("…"),
+    ]
+
+
+async def test_on_the_model_them_means_each_object_of_the_last_turn(provider: LocalProvider):
+    history = [*checked(12), *checked_together(3, 5)]
+    for request_text, environment in [("Deploy them to staging", "staging"), ("Выкати их в прод", "production")]:
+        calls = (await answer(provider, [*history, user(request_text)])).tool_calls
+        assert [(call["name"], call["args"]) for call in calls] == [
+            ("deploy_dashboard", {"dashboard_id": 3, "environment": environment}),
+            ("deploy_dashboard", {"dashboard_id": 5, "environment": environment}),
+        ], request_text
+    # After a search, "them" is what it listed, which no call took: the model asks which, as with nothing before.
+    for before in [[*history, *searched(PROBLEMS, PAGE_1_OF_3)], []]:
+        asked = await answer(provider, [*before, user("Deploy them to staging")])
+        assert asked.tool_calls == [] and asked.content == (
+            "Which one do you mean? Say its number, for example “Deploy dashboard 3 to staging”."
+        )
+
+
+async def test_on_the_model_an_action_without_its_object_is_asked_which_then_done(provider: LocalProvider):
+    asked = await answer(provider, [user("Create a branch called fix-4")])
+    assert asked.tool_calls == [] and answers.asked_what_was_meant(asked.content)
+    assert asked.content == "Which one do you mean? Say its number, for example “Create a branch of dashboard 5”."
+    [call] = (
+        await answer(provider, [user("Create a branch called fix-4"), assistant(asked.content), user("8")])
+    ).tool_calls
+    assert (call["name"], said(call["name"], call["args"])) == ("create_branch", {"dashboard_id": 8, "name": "fix-4"})
+
+    asked = await answer(provider, [user("Выкати на прод")])
+    assert asked.content == "Какой именно вы имеете в виду? Назовите его номер, например «Выкати дашборд 9 в прод»."
+    history = [user("Выкати на прод"), assistant(asked.content), user("дашборд 4")]
+    [call] = (await answer(provider, history)).tool_calls
+    assert (call["name"], call["args"]) == ("deploy_dashboard", {"dashboard_id": 4, "environment": "production"})

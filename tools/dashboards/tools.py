@@ -255,6 +255,7 @@ def dashboard_health(args: DashboardArgs, ctx: ToolContext) -> dict[str, Any]:
         ("New branch fix-filter on dashboard 7", {"dashboard_id": 7, "name": "fix-filter"}),
         ("Нужна новая ветка дашборда 8", {"dashboard_id": 8}),
         ("Создай ветку draft-2 для дашборда 6", {"dashboard_id": 6, "name": "draft-2"}),
+        ("Make a branch called cleanup for dashboard 2", {"dashboard_id": 2, "name": "cleanup"}),
     ],
 )
 def create_branch(args: BranchArgs, ctx: ToolContext) -> dict[str, Any]:

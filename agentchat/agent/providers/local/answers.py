@@ -38,6 +38,8 @@ ABOUT_ITSELF = re.compile(
 HELP = re.compile(r"^\W*(help|помощь|помоги(те)?)\W*$", re.IGNORECASE)
 # How the question begins when a request could be for either of two tools.
 UNSURE = gettext_noop("I am not sure what you would like me to do.")
+# How the question begins when a request says what to do but not to which object.
+WHICH_ONE = gettext_noop("Which one do you mean?")
 # A request about the conversation's files, which the demo model does not read.
 ABOUT_FILES = re.compile(
     r"\b(files?|attach\w*|documents?|pdf|csv|xlsx|json|spreadsheets?|sheets?|images?|pictures?|photos?|screenshots?|"
@@ -141,8 +143,9 @@ def unsure(request: str, tools: list[ToolSchema]) -> str:
 
 
 def asked_what_was_meant(text: str) -> bool:
-    """Whether an answer is the question `unsure` asks, in either language."""
-    return any(text.startswith(_in(language, UNSURE)) for language in ("en", "ru"))
+    """Whether an answer is the question `unsure` asks, or `which_value` for an object's number, in either
+    language."""
+    return any(text.startswith(_in(language, asked)) for language in ("en", "ru") for asked in (UNSURE, WHICH_ONE))
 
 
 def _in(language: str, text: str) -> str:
@@ -151,12 +154,19 @@ def _in(language: str, text: str) -> str:
 
 
 def which_value(request: str, tool: ToolSchema, field: str) -> str:
-    """The question when a request does not say a value the tool cannot do without: which one, with an example
-    of a request that says it."""
+    """The question when a request does not say a value the tool cannot do without: which one (of a fixed set, or
+    which object, by its number), with an example of a request that says it."""
     language = language_of(request)
-    values = [str(value) for value in tool["parameters"]["properties"][field]["enum"]]
+    values = [str(value) for value in tool["parameters"]["properties"][field].get("enum", [])]
     example = closest_example(request, tool, language)
     with translation.override(language):
+        if not values:
+            text = _(WHICH_ONE)
+            if example:
+                text += " " + _("Say its number, for example %(example)s.") % {
+                    "example": _quoted([example], language)[0]
+                }
+            return text
         text = _("Which %(field)s do you mean: %(values)s?") % {
             "field": field.replace("_", " "),
             "values": either(values, _),

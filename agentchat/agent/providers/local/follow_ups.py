@@ -1,7 +1,7 @@
 """Requests that go on from the conversation's earlier turns, which the model never reads (it reads the newest turn
-only): "Who owns it?" means the ids of the last call that took any; "next", "дальше" or "page 3" the last search a
-page on; "Which of them are drafts?" the last search narrowed; and "staging", after "Deploy dashboard 5" was asked
-where to, that request said whole.
+only): "Who owns it?" means the ids of the last call that took any, and "Deploy them" each of that turn's; "next",
+"дальше" or "page 3" the last search a page on; "Which of them are drafts?" the last search narrowed; and
+"staging", after "Deploy dashboard 5" was asked where to, that request said whole.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tools.files import ATTACHED, REFERENCED
 
 from ..base import ChatMessage, ToolCall, ToolSchema
 from . import answers
-from .routing import WORD, names_its_action, new_call, unsaid_choices
+from .routing import NUMBER, POINTS_BACK_TO_SEVERAL, WORD, names_its_action, new_call, unsaid_choices
 
 # An optional "and", "please" and "show me" around the words that ask for a page, in English and Russian.
 _LEAD = (
@@ -46,6 +46,7 @@ class Earlier:
 
     call: ToolCall
     result: dict[str, Any]
+    turn: int  # the assistant message that made it, counted in the conversation
 
 
 def earlier_calls(messages: list[ChatMessage]) -> list[Earlier]:
@@ -55,8 +56,13 @@ def earlier_calls(messages: list[ChatMessage]) -> list[Earlier]:
         for message in messages
         if message["role"] == "tool" and message.get("outcome", "done") == "done"
     }
-    calls = [call for message in messages for call in message.get("tool_calls", []) if call["id"] in results]
-    return [Earlier(call, _object(results[call["id"]])) for call in reversed(calls)]
+    calls = [
+        (turn, call)
+        for turn, message in enumerate(messages)
+        for call in message.get("tool_calls", [])
+        if call["id"] in results
+    ]
+    return [Earlier(call, _object(results[call["id"]]), turn) for turn, call in reversed(calls)]
 
 
 def _object(text: str) -> dict[str, Any]:
@@ -67,14 +73,34 @@ def _object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def last_ids(earlier: list[Earlier]) -> dict[str, int]:
+def _ids(call: ToolCall) -> dict[str, int]:
+    return {name: value for name, value in call["args"].items() if name.endswith("_id") and type(value) is int}
+
+
+def last_ids(earlier: list[Earlier], request: str) -> dict[str, int]:
     """The ids (whole-number arguments named *_id) of the last call that took any: what a request pointing back
-    ("Who owns it?") is about."""
-    for each in earlier:
-        ids = {name: value for name, value in each.call["args"].items() if name.endswith("_id") and type(value) is int}
-        if ids:
-            return ids
-    return {}
+    ("Who owns it?") is about. One pointing at several ("Deploy them") means the last turn's objects, and none
+    when that turn took no ids (a search listed them)."""
+    several = POINTS_BACK_TO_SEVERAL.search(request)
+    return next((ids for each in earlier if (ids := _ids(each.call)) or several), {})
+
+
+def each_pointed(call: ToolCall, request: str, earlier: list[Earlier]) -> list[ToolCall]:
+    """The call once for each object of the last turn that took ids, when the request points back at all of them
+    ("Deploy them to staging" after "How healthy are dashboards 3 and 5?"): the model itself took one of them."""
+    last = earlier[0] if earlier else None
+    if last is None or not POINTS_BACK_TO_SEVERAL.search(request) or NUMBER.search(request):
+        return [call]
+    for name, value in _ids(call).items():
+        objects = [
+            ids[name] for each in reversed(earlier) if each.turn == last.turn and name in (ids := _ids(each.call))
+        ]
+        if value in objects and len(set(objects)) > 1:
+            return [
+                call if number == value else new_call(call["name"], {**call["args"], name: number})
+                for number in dict.fromkeys(objects)
+            ]
+    return [call]
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,7 @@ class LocalProvider:
                 call = decision.call if within is None else follow_ups.narrowed(decision.call, earlier, within)
                 tool = next(tool for tool in params.tools if tool["name"] == call["name"])
                 calls = each_listed(call, request, tool)
+                calls = calls if len(calls) > 1 else follow_ups.each_pointed(call, request, earlier)
                 return ProviderChatResponse(content="", tool_calls=calls, finish_reason="tool_calls")
             if decision.unsure is not None:
                 return self._say(answers.unsure(request, list(decision.unsure)), emit)
@@ -206,7 +207,7 @@ class LocalProvider:
         request before this one with this one, when this one answers the question it got ("deploy it", "staging");
         else this one."""
         request = history[-1]["content"]
-        ids = follow_ups.last_ids(earlier)
+        ids = follow_ups.last_ids(earlier, request)
         if (whole := follow_ups.completed(request, before, tools)) != request:
             decision = decide(
                 llm, system_prompt, [*history[:-1], {"role": "user", "content": whole}], tools, watch, ids

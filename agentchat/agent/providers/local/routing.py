@@ -85,6 +85,8 @@ POINTS_BACK = re.compile(
     r"этого|этому|этом)\b",
     re.IGNORECASE,
 )
+# Pointing back at all that the last turn was about: "Deploy them to staging", "Выкати их".
+POINTS_BACK_TO_SEVERAL = re.compile(r"\b(them|these|those|both|их|они|эти|этих|оба|обоих|обе|обеих)\b", re.IGNORECASE)
 ASKING = re.compile(
     r"\b(can|could|would|will) you\b|\bplease\b|\bможешь\b|\bможете\b|\bпожалуйста\b|\bне мог(ли|ла)? бы\b",
     re.IGNORECASE,
@@ -215,7 +217,13 @@ def new_call(name: str, args: dict[str, Any]) -> ToolCall:
     return ToolCall(id=f"call_{secrets.token_hex(12)}", name=name, args=args)
 
 
-NUMBER = re.compile(r"(?<!\w)\d{1,9}(?!\w)")
+# The word after one that says a name follows is a name, even a common word: "a branch called test".
+NAMED = re.compile(
+    r"\b(?:called|named|titled|под названием|с названием|с именем|названием|именем)\s+[«\"“'‘]?([\w./-]+)",
+    re.IGNORECASE,
+)
+# A number standing alone: not part of a word or a name ("v2", "fix-4").
+NUMBER = re.compile(r"(?<![\w-])\d{1,9}(?![\w-])")
 # The next number of a list: "3, 4 and 7", "3 & 4", "3 и 4"; not "3 or 4", which asks which.
 LISTED_NEXT = re.compile(r"\s*(?:,|&|\band\b|\bи\b)(?:\s*(?:and|и)\b)?\s*(?P<number>\d{1,9})(?!\w)", re.IGNORECASE)
 MOST_LISTED = 10
@@ -224,7 +232,18 @@ PHRASE_WORDS = 4
 # Words that say how something is asked, not what ("my", "show", "меня", "есть"), in the two languages the demo
 # model is set up for: whichever words the tools' examples happen to contain.
 # The package's Russian list has "кто" but not the whose-words: "Чьи дашборды про продажи?" asks about «продажи».
-STOP_WORDS = frozenset(get_stop_words("en") + get_stop_words("ru")) | {"чей", "чья", "чьё", "чьи"}
+# Nor the words that say a name follows (NAMED): "a branch called fix" is named «fix».
+STOP_WORDS = frozenset(get_stop_words("en") + get_stop_words("ru")) | {
+    "чей",
+    "чья",
+    "чьё",
+    "чьи",
+    "called",
+    "named",
+    "titled",
+    "названием",
+    "именем",
+}
 
 
 def _words(text: str) -> list[str]:
@@ -282,10 +301,15 @@ def each_listed(call: ToolCall, request: str, tool: ToolSchema) -> list[ToolCall
     return [call]
 
 
+def needed_numbers(tool: ToolSchema) -> list[str]:
+    """The required whole-number arguments (ids), which the request must say."""
+    properties = tool["parameters"].get("properties", {})
+    return [name for name in tool["parameters"].get("required", []) if _integer(properties.get(name, {}))]
+
+
 def needs_a_number(tool: ToolSchema) -> bool:
     """Whether a call needs a whole number (an id) that the request must say."""
-    properties = tool["parameters"].get("properties", {})
-    return any(_integer(properties.get(name, {})) for name in tool["parameters"].get("required", []))
+    return bool(needed_numbers(tool))
 
 
 def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -> dict[str, Any]:
@@ -328,10 +352,13 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
     )
     phrases = list(
         dict.fromkeys(
-            " ".join(words[start : start + length])
-            for length in range(1, PHRASE_WORDS + 1)
-            for start in range(len(words) - length + 1)
-            if _own(words[start], common) and _own(words[start + length - 1], common)
+            [
+                " ".join(words[start : start + length])
+                for length in range(1, PHRASE_WORDS + 1)
+                for start in range(len(words) - length + 1)
+                if _own(words[start], common) and _own(words[start + length - 1], common)
+            ]
+            + NAMED.findall(request)
         )
     )
     numbers = sorted({int(number) for number in NUMBER.findall(request)})
@@ -513,12 +540,19 @@ def decide(
     # not those of the rest of the system prompt (the attached files' sizes and row counts).
     page = page_shown(system_prompt)
     # "Who owns it?" after a look at dashboard 12 means that one, as much as "dashboard 12" would.
-    pointed = dict(earlier or {}) if not page and not NUMBER.search(request) and POINTS_BACK.search(request) else {}
+    pointing = POINTS_BACK.search(request) or POINTS_BACK_TO_SEVERAL.search(request)
+    pointed = dict(earlier or {}) if not page and not NUMBER.search(request) and pointing and not within else {}
     page = page or (json.dumps(pointed) if pointed else "")
     numbered = NUMBER.search(request) is not None or NUMBER.search(page) is not None
     # How requests are put, from every tool's examples: "Какие" is a health check's as much as a search's.
     common = example_words(tools)
-    tools = [tool for tool in tools if names_its_action(request, tool) and (numbered or not needs_a_number(tool))]
+    # A tool that needs a number the request does not give is not offered, unless the request says its action in
+    # words ("Deploy it to staging" with nothing to point at): then, if chosen, it asks which one.
+    tools = [
+        tool
+        for tool in tools
+        if names_its_action(request, tool) and (numbered or not needs_a_number(tool) or tool.get("action_words"))
+    ]
     # "dashboard 16" names one object: then only the tools that take it by its number are meant.
     naming = [
         tool
@@ -548,6 +582,8 @@ def decide(
             other = next((candidate for candidate in tools if candidate["name"] == second), None)
             if other is not None:
                 return Decision(unsure=(tool, other))
+    if not numbered and (unnumbered := needed_numbers(tool)):
+        return Decision(unsaid=(tool, unnumbered[0]))
     if unsaid := unsaid_choices(request, tool):
         return Decision(unsaid=(tool, unsaid[0]))
     best = tool["name"]
