@@ -157,6 +157,8 @@ def test_questions_about_the_assistant_itself_are_told_apart(request_text: str, 
         ("What happens when I deploy dashboard 3?", False),
         ("Можно ли выкатить дашборд 9?", False),
         ("How healthy is dashboard 3?", False),
+        ("Show the dashboards I can deploy to production", False),
+        ("Покажи, что выкатить на прод", False),
     ],
 )
 def test_a_tool_that_waits_for_approval_is_offered_only_when_the_request_asks_for_its_action(request_text, allowed):
@@ -170,6 +172,7 @@ def test_migration_words_are_not_the_action_of_migrating():
     assert not names_its_action("What migrations are pending on dashboard 42?", migrate)
     assert names_its_action("Run the pending migration of dashboard 42", migrate)
     assert names_its_action("Примени миграции дашборда 5", migrate)
+    assert not names_its_action("Show the migrations to run on dashboard 5", migrate)
 
 
 def test_without_declared_words_the_first_word_of_the_name_is_the_action():

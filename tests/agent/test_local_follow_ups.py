@@ -289,3 +289,15 @@ async def test_on_the_model_an_action_without_its_object_is_asked_which_then_don
     history = [user("Выкати на прод"), assistant(asked.content), user("дашборд 4")]
     [call] = (await answer(provider, history)).tool_calls
     assert (call["name"], call["args"]) == ("deploy_dashboard", {"dashboard_id": 4, "environment": "production"})
+
+
+async def test_on_the_model_a_pointed_object_takes_no_made_up_arguments(provider: LocalProvider):
+    [call] = (await answer(provider, [*checked(12), user("Запусти их")])).tool_calls
+    assert (call["name"], call["args"]) == ("execute_migration", {"dashboard_id": 12})  # no migration_id made up
+    [call] = (await answer(provider, [*checked(12), user("Run migration 2 on it")])).tool_calls
+    assert (call["name"], call["args"]) == ("execute_migration", {"dashboard_id": 12, "migration_id": 2})
+    # An action the model did not take for a call is asked about, not answered with small talk.
+    asked = await answer(provider, [*checked(12), user("Run them")])
+    assert asked.tool_calls == [] and asked.content.startswith(
+        "I am not sure what you would like me to do. Did you mean something like “"
+    )

@@ -130,16 +130,25 @@ def _quoted(texts: list[str], language: str) -> list[str]:
 
 
 def unsure(request: str, tools: list[ToolSchema]) -> str:
-    """A short question, when the request could be for either of two tools: an example of each, to say which."""
+    """A short question, when the request could be for either of two tools, or says a tool's action but was not
+    taken for it: an example of each, to say which."""
     language = language_of(request)
     examples = _quoted([found for tool in tools if (found := closest_example(request, tool, language))], language)
     with translation.override(language):
-        if len(examples) < 2:
+        if not examples:
             return f"{_(UNSURE)} {_('Could you say it in other words?')}"
+        if len(examples) == 1:
+            return f"{_(UNSURE)} " + _("Did you mean something like %(example)s?") % {"example": examples[0]}
         return f"{_(UNSURE)} " + _("Did you mean something like %(first)s or %(second)s?") % {
             "first": examples[0],
             "second": examples[1],
         }
+
+
+def acting(request: str, tools: list[ToolSchema]) -> list[ToolSchema]:
+    """The tools that act (a deployment, a migration…) whose action the request says: "Run them" is not small
+    talk, though the model did not take it for a call."""
+    return [tool for tool in tools if tool.get("action_words") and names_its_action(request, tool)]
 
 
 def asked_what_was_meant(text: str) -> bool:

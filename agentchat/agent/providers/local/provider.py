@@ -179,6 +179,8 @@ class LocalProvider:
                 return self._say(answers.unsure(request, list(decision.unsure)), emit)
             if decision.unsaid is not None:
                 return self._say(answers.which_value(request, *decision.unsaid), emit)
+            if acting := answers.acting(request, params.tools):
+                return self._say(answers.unsure(request, acting[:2]), emit)
         # A question for no tool is one of general knowledge, which a 135M model answers wrongly as often as not
         # ("What's the capital of France?": "L'Alcazaba, la Cité de la France.").
         if request and (language_of(request) == "ru" or answers.asks_about_itself(request) or QUESTION.search(request)):

@@ -87,6 +87,11 @@ POINTS_BACK = re.compile(
 )
 # Pointing back at all that the last turn was about: "Deploy them to staging", "Выкати их".
 POINTS_BACK_TO_SEVERAL = re.compile(r"\b(them|these|those|both|их|они|эти|этих|оба|обоих|обе|обеих)\b", re.IGNORECASE)
+# A request to be shown something names an action only to ask about it: "Show the migrations to run on dashboard 5".
+SHOWING = re.compile(
+    r"^\W*(?:please\s+|пожалуйста,?\s+)?(?:show|list|display|tell|find|покажи|выведи|перечисли|расскажи|найди)\b",
+    re.IGNORECASE,
+)
 ASKING = re.compile(
     r"\b(can|could|would|will) you\b|\bplease\b|\bможешь\b|\bможете\b|\bпожалуйста\b|\bне мог(ли|ла)? бы\b",
     re.IGNORECASE,
@@ -115,7 +120,7 @@ def names_its_action(request: str, tool: ToolSchema) -> bool:
     words = tool.get("action_words")
     if not words:
         return True
-    if not any(re.search(word, request, re.IGNORECASE) for word in words):
+    if not any(re.search(word, request, re.IGNORECASE) for word in words) or SHOWING.search(request):
         return False
     return not QUESTION.search(request) or bool(ASKING.search(request))
 
@@ -422,7 +427,9 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
             # "migration 2" says which: the model may neither leave it out (the tool would take another) nor put
             # the default in its place ("page 2": not 1).
             required.extend([name] if placed else [])
-            if not values and numbers and name not in required:
+            # An optional number the request does not say is left out, or left at its default (page 1): never
+            # one the model makes up ("Run them": migration 4).
+            if not values and name not in required and (numbers or not isinstance(default, int)):
                 return None
             if not values and name in required:
                 values = [number for number in shown if low <= number <= high]
@@ -541,7 +548,8 @@ def decide(
     page = page_shown(system_prompt)
     # "Who owns it?" after a look at dashboard 12 means that one, as much as "dashboard 12" would.
     pointing = POINTS_BACK.search(request) or POINTS_BACK_TO_SEVERAL.search(request)
-    pointed = dict(earlier or {}) if not page and not NUMBER.search(request) and pointing and not within else {}
+    # Its numbers go first: "Run migration 2 on it" is migration 2 of the dashboard pointed at.
+    pointed = dict(earlier or {}) if not page and pointing and not within else {}
     page = page or (json.dumps(pointed) if pointed else "")
     numbered = NUMBER.search(request) is not None or NUMBER.search(page) is not None
     # How requests are put, from every tool's examples: "Какие" is a health check's as much as a search's.
