@@ -77,6 +77,21 @@ TEMPLATES = [
     gettext_noop("validation problems at warning level: %(count)s"),
     gettext_noop("uncommitted changes on main, not part of this deployment: %(count)s"),
     gettext_noop("pending migrations, not executed: %(count)s"),
+    # What the dashboard tools refuse (tools.dashboards), as the demo model tells it.
+    gettext_noop("There is no dashboard with id %(id)s; search_dashboards finds the right id."),
+    gettext_noop("There is no tag %(tag)s; the tags are: %(tags)s."),
+    gettext_noop("Dashboard %(dashboard)s has no branch %(branch)s; its branches are: %(branches)s."),
+    gettext_noop("Dashboard %(dashboard)s has too many branches named %(stem)s-…; give the branch a name."),
+    gettext_noop("Dashboard %(dashboard)s has a branch named %(name)s already; choose another name."),
+    gettext_noop(
+        "Dashboard %(dashboard)s was not deployed: production does not take a dashboard with error-level "
+        "validation problems (%(count)s: %(codes)s). Fix them first (dashboard_health says how), or deploy to "
+        "staging."
+    ),
+    gettext_noop("Dashboard %(dashboard)s has no pending migration; there is nothing to execute."),
+    gettext_noop("Dashboard %(dashboard)s has no migration with id %(id)s."),
+    gettext_noop("Migration %(name)s of dashboard %(dashboard)s was executed already."),
+    gettext_noop("Nothing to commit: dashboard %(dashboard)s has no uncommitted changes on %(branch)s."),
     # An uploaded file refused (tools.documents, conversations.services.attachments).
     gettext_noop("The file is larger than %(size)s MB."),
     gettext_noop("The file is larger than %(size)s MB, the most accepted."),

@@ -385,3 +385,18 @@ def test_the_word_after_called_is_a_name_and_a_number_inside_a_name_is_no_id():
     # No number of its own: the request is asked which dashboard it means (decide), the 4 of "fix-4" is not one.
     unnumbered = grounded(schema("create_branch"), "Create a branch called fix-4", common)
     assert "enum" not in unnumbered["properties"]["dashboard_id"]
+
+
+def test_a_dashboard_tools_refusal_is_told_in_the_requests_language():
+    refused = "Error: create_branch failed: Dashboard 6 has a branch named 'fix' already; choose another name."
+    russian = answers.after_calls(
+        turn("Создай ветку fix для дашборда 6", ("create_branch", refused, "error")), [schema("create_branch")]
+    )
+    english = answers.after_calls(
+        turn("Create branch fix for dashboard 6", ("create_branch", refused, "error")), [schema("create_branch")]
+    )
+
+    assert russian == "`create_branch` не удался: У дашборда 6 уже есть ветка 'fix'; выберите другое имя."
+    assert english == (
+        "`create_branch` did not succeed: Dashboard 6 has a branch named 'fix' already; choose another name."
+    )

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import translation
 
+from agentchat.sentences import translate
 from tools.dashboards.exceptions import (
     BranchError,
+    DashboardError,
     DashboardNotFound,
     DeploymentBlocked,
     NoPendingMigration,
@@ -173,3 +176,31 @@ def test_commit_refusals(catalogue, alice):
     with pytest.raises(BranchError, match="Dashboard 42 has no branch 'dev'"):
         call("commit_changes", alice, dashboard_id=42, branch="dev")
     assert Commit.objects.count() == before
+
+
+def test_every_refusal_is_a_sentence_said_again_in_the_readers_language(catalogue, alice):
+    refusals = [
+        ("create_branch", {"dashboard_id": 4242}),
+        ("search_dashboards", {"tag": "nope"}),
+        ("create_branch", {"dashboard_id": 42, "base": "nope"}),
+        ("create_branch", {"dashboard_id": 42, "name": "main"}),
+        ("deploy_dashboard", {"dashboard_id": 7, "environment": "production"}),
+        ("execute_migration", {"dashboard_id": 1}),
+        ("execute_migration", {"dashboard_id": 1, "migration_id": 999_999}),
+        ("commit_changes", {"dashboard_id": 1}),
+    ]
+    said = []
+    for name, args in refusals:
+        with pytest.raises(DashboardError) as refused:
+            call(name, alice, **args)
+        said.append(str(refused.value))
+    pending = Migration.objects.filter(status="pending").first()
+    call("execute_migration", alice, dashboard_id=pending.dashboard_id, migration_id=pending.pk)
+    with pytest.raises(DashboardError) as refused:
+        call("execute_migration", alice, dashboard_id=pending.dashboard_id, migration_id=pending.pk)
+    said.append(str(refused.value))
+
+    with translation.override("ru"):
+        russian = [translate(sentence) for sentence in said]
+    assert [sentence for sentence, told in zip(said, russian, strict=True) if told == sentence] == []
+    assert russian[0] == "Дашборда с id 4242 нет; нужный id находит search_dashboards."

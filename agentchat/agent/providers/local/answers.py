@@ -18,6 +18,7 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from agentchat.sentences import translate
 from tools.registry import either
 
 from ..base import ChatMessage, ToolSchema
@@ -122,7 +123,7 @@ def _not_done(outcome: str, name: str, detail: str) -> str:
         "invalid": _("`%(tool)s` could not run with those arguments: %(detail)s"),
     }
     sentence = words.get(outcome, _("`%(tool)s` did not succeed: %(detail)s"))
-    return sentence % {"tool": name, "detail": detail}
+    return sentence % {"tool": name, "detail": translate(detail)}
 
 
 def _quoted(texts: list[str], language: str) -> list[str]:
