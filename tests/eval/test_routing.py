@@ -4,7 +4,7 @@ Fixed requests, in English and Russian, each with the tool (or "none") and the k
 decisions are deterministic. A table of the figures is printed at the end; `-s` shows every decision.
 
 The sets are named for how they were used. The TUNING sets are what the tools' examples, the routing's weights,
-its margin and its rules were chosen on (136 requests). Three of them were first written as sets kept out of the
+its margin and its rules were chosen on (139 requests). Three of them were first written as sets kept out of the
 tuning and were tuned on once measured: the former held-out set; the first fresh set (measured once at 32 of 40
 tools right, 26 of 40 with their arguments, no dangerous tool unasked); and the second (33, 33 and none). FRESH, the
 third, was written after all of that was
@@ -99,6 +99,10 @@ TUNING = [
         "commit_changes",
         {"dashboard_id": 5, "message": "fixed stock filter"},
     ),
+    # From use: a name after "called" (once «called» itself), and a request to be shown what an action would do.
+    Case("Create a branch called test on dashboard 9", "create_branch", {"dashboard_id": 9, "name": "test"}),
+    Case("Создай ветку с именем fix-9 для дашборда 6", "create_branch", {"dashboard_id": 6, "name": "fix-9"}),
+    Case("Show the migrations to run on dashboard 5", "dashboard_health", {"dashboard_id": 5}),
     Case("Hello!", "none"),
     Case("Thanks, that's all.", "none"),
     Case("Привет! Как дела?", "none"),
@@ -392,7 +396,7 @@ async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summar
 
 
 async def test_the_tuning_sets_route_right(provider: LocalProvider, summary: list[str]):
-    """Floors a little under what the packaged model reaches (130 and 130 of 136 when last tuned), for llama.cpp
+    """Floors a little under what the packaged model reaches (133 and 133 of 139 when last tuned), for llama.cpp
     builds that round differently; the reported requests must be right, and nothing dangerous proposed unasked."""
     scores = [
         await evaluate(provider, "tuning", TUNING, summary),

@@ -227,8 +227,8 @@ NAMED = re.compile(
     r"\b(?:called|named|titled|под названием|с названием|с именем|названием|именем)\s+[«\"“'‘]?([\w./-]+)",
     re.IGNORECASE,
 )
-# A number standing alone: not part of a word or a name ("v2", "fix-4").
-NUMBER = re.compile(r"(?<![\w-])\d{1,9}(?![\w-])")
+# A number standing alone: not part of a word, a name or a sum ("v2", "fix-4", "2+2").
+NUMBER = re.compile(r"(?<![\w+*/=-])\d{1,9}(?![\w+*/=-])")
 # The next number of a list: "3, 4 and 7", "3 & 4", "3 и 4"; not "3 or 4", which asks which.
 LISTED_NEXT = re.compile(r"\s*(?:,|&|\band\b|\bи\b)(?:\s*(?:and|и)\b)?\s*(?P<number>\d{1,9})(?!\w)", re.IGNORECASE)
 MOST_LISTED = 10
