@@ -396,7 +396,7 @@ async def evaluate(provider: LocalProvider, name: str, cases: list[Case], summar
 
 
 async def test_the_tuning_sets_route_right(provider: LocalProvider, summary: list[str]):
-    """Floors a little under what the packaged model reaches (133 and 133 of 139 when last tuned), for llama.cpp
+    """Floors a little under what the packaged model reaches (134 and 134 of 139 when last tuned), for llama.cpp
     builds that round differently; the reported requests must be right, and nothing dangerous proposed unasked."""
     scores = [
         await evaluate(provider, "tuning", TUNING, summary),
