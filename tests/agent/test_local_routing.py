@@ -219,6 +219,9 @@ def test_only_a_list_after_the_arguments_word_is_taken():
         assert each_listed(call, request_text, health) == [call]
     [first, second] = each_listed(call, "dashboards 3 & 4 and 3", health)
     assert first == call and second["args"] == {"dashboard_id": 4}
+    # Only ids the argument takes: a dashboard's id is 1 or more.
+    [first, second] = each_listed(call, "dashboards 3, 0 and 5", health)
+    assert second["args"] == {"dashboard_id": 5}
 
 
 async def test_a_question_about_an_action_reads_instead_of_acting(provider: LocalProvider):

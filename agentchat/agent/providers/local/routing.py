@@ -288,7 +288,8 @@ def names_by_number(request: str, tool: ToolSchema) -> bool:
 def each_listed(call: ToolCall, request: str, tool: ToolSchema) -> list[ToolCall]:
     """The call once for each number of a list said after the word of the whole-number argument it took
     ("dashboards 3, 4 and 7", "дашборды 3 и 4"): one call an object, as a full model makes them, up to
-    MOST_LISTED. The model itself picks one number: the others take its other arguments."""
+    MOST_LISTED, each within the argument's bounds as the model's own is. The model itself picks one number: the
+    others take its other arguments."""
     for name, stems in _number_stems(tool).items():
         value = call["args"].get(name)
         if type(value) is not int:
@@ -300,7 +301,9 @@ def each_listed(call: ToolCall, request: str, tool: ToolSchema) -> list[ToolCall
             while len(numbers) < MOST_LISTED and (more := LISTED_NEXT.match(request, end)):
                 numbers.append(int(more["number"]))
                 end = more.end()
-            others = [number for number in dict.fromkeys(numbers) if number != value]
+            field = tool["parameters"].get("properties", {}).get(name, {})
+            low, high = field.get("minimum", -math.inf), field.get("maximum", math.inf)
+            others = [number for number in dict.fromkeys(numbers) if number != value and low <= number <= high]
             if others:
                 return [call, *(new_call(call["name"], {**call["args"], name: number}) for number in others)]
     return [call]
