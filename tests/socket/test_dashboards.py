@@ -467,3 +467,38 @@ async def test_the_demo_model_tells_bob_he_may_not_deploy_rather_than_answer_som
     assert said["Deploy dashboard 9 to staging"].startswith("You may not use `deploy_dashboard`: your account")
     assert said["Выкати дашборд 9 на стейджинг"].startswith("Вам нельзя использовать `deploy_dashboard`")
     assert not await Deployment.objects.filter(dashboard_id=9, environment="staging", deployed_by=bob).aexists()
+
+
+async def test_on_the_demo_model_them_after_two_checks_is_two_deployments_each_decided_on_its_own(
+    settings, catalogue, alice, conversation, sockets
+):
+    settings.LLM_PROVIDER = "local"
+    socket = await sockets(conversation, alice)
+
+    async def ask(request: str) -> list[dict[str, Any]]:
+        await socket.send({"type": "message", "content": request})
+        return await socket.receive_until("run_finished", timeout=60)  # the model reads on the test's cores
+
+    checked = await ask("How healthy are dashboards 3 and 5?")
+    assert [frame["input"] for frame in of(checked, "tool_start")] == [{"dashboard_id": 3}, {"dashboard_id": 5}]
+    asked = await ask("Deploy them to staging")
+    cards = of(asked, "confirm_required")
+    assert [card["input"] for card in cards] == [
+        {"dashboard_id": 3, "environment": "staging"},
+        {"dashboard_id": 5, "environment": "staging"},
+    ]
+    assert one(asked, "run_finished")["status"] == "awaiting_confirmation"
+
+    await socket.send({"type": "confirm", "confirmation_id": cards[0]["confirmation_id"], "decision": "approve"})
+    approved = await socket.receive_until("run_finished", timeout=60)
+    # Carried out at once; the answer waits for the other decision.
+    assert one(approved, "tool_end")["output"]["dashboard_id"] == 3
+    assert one(approved, "run_finished")["status"] == "awaiting_confirmation"
+    await socket.send({"type": "confirm", "confirmation_id": cards[1]["confirmation_id"], "decision": "reject"})
+    rejected = await socket.receive_until("run_finished", timeout=60)
+
+    assert one(rejected, "run_finished")["status"] == "completed"
+    answer = of(rejected, "message")[-1]["message"]["content"]
+    assert answer.startswith("Deployment #") and "of dashboard #3" in answer
+    assert 'You rejected `deploy_dashboard(dashboard_id=5, environment="staging")`, so it did not run.' in answer
+    assert [deployment.dashboard_id for deployment in await rows(Deployment, deployed_by=alice)] == [3]

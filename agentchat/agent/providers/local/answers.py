@@ -90,7 +90,7 @@ def _result(message: ChatMessage, tool: ToolSchema | None, language: str, args: 
     if outcome != "done":
         # "Error: search_dashboards failed: There is no tag…" is told as "`search_dashboards` did not succeed: There…"
         detail = content.removeprefix("Error: ").removeprefix(f"{name} failed: ")
-        return _not_done(outcome, name if args is None else _called(name, args), detail)
+        return _not_done(outcome, name if args is None else _called(name, args, tool), detail)
     summarize = tool.get("summarize") if tool else None
     if summarize is not None:
         try:
@@ -105,9 +105,12 @@ def _result(message: ChatMessage, tool: ToolSchema | None, language: str, args: 
     return _("`%(tool)s` returned:") % {"tool": name} + f"\n\n```\n{shown}\n```"
 
 
-def _called(name: str, args: dict) -> str:
-    """`deploy_dashboard(dashboard_id=4, environment="production")`: the call, as code."""
-    return f"{name}({', '.join(f'{key}={json.dumps(value, ensure_ascii=False)}' for key, value in args.items())})"
+def _called(name: str, args: dict, tool: ToolSchema | None) -> str:
+    """`deploy_dashboard(dashboard_id=4, environment="production")`: the call, as code, its arguments in the
+    schema's order (a JSON column on PostgreSQL gives them back in an order of its own)."""
+    order = list(tool["parameters"].get("properties", {})) if tool else []
+    keys = sorted(args, key=lambda key: (order.index(key) if key in order else len(order), key))
+    return f"{name}({', '.join(f'{key}={json.dumps(args[key], ensure_ascii=False)}' for key in keys)})"
 
 
 def _not_done(outcome: str, name: str, detail: str) -> str:
