@@ -345,3 +345,15 @@ async def test_a_request_that_points_back_means_the_dashboard_of_the_last_call(p
     # A request that does not point back starts afresh.
     [(name, args)] = await calls([*checked, user("Which dashboards have validation problems?")])
     assert name == "search_dashboards" and args["has_validation_problems"] is True
+
+
+@pytest.mark.parametrize(
+    "request_text", ["Show dashboards with errors, 20 per page", "Покажи дашборды с ошибками, по 20 на странице"]
+)
+async def test_a_number_per_page_is_the_page_size_never_a_dashboard(provider: LocalProvider, request_text):
+    params = ProviderChatParams(messages=[user(request_text)], system_prompt=build_system_prompt(), tools=offered())
+    [call] = (await provider.chat(params)).tool_calls
+    assert (call["name"], said(call["name"], call["args"])) == (
+        "search_dashboards",
+        {"has_validation_problems": True, "page_size": 20},
+    )

@@ -229,6 +229,11 @@ NAMED = re.compile(
 )
 # A number standing alone: not part of a word, a name or a sum ("v2", "fix-4", "2+2").
 NUMBER = re.compile(r"(?<![\w+*/=-])\d{1,9}(?![\w+*/=-])")
+# A number of things a page shows ("20 per page", "по 20 на странице"): only a page size's, never an id.
+PER_PAGE = re.compile(
+    r"(?<![\w+*/=-])(\d{1,9})\s+(?:\w+\s+)?(?:(?:per|a|each|on a|on each)\s+page|на\s+страниц\w*)\b", re.IGNORECASE
+)
+PAGE_SIZES = frozenset({"page_size", "per_page"})
 # The next number of a list: "3, 4 and 7", "3 & 4", "3 и 4"; not "3 or 4", which asks which.
 LISTED_NEXT = re.compile(r"\s*(?:,|&|\band\b|\bи\b)(?:\s*(?:and|и)\b)?\s*(?P<number>\d{1,9})(?!\w)", re.IGNORECASE)
 MOST_LISTED = 10
@@ -348,8 +353,11 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
     choices = tool.get("choice_words", {}).values()
     cue_patterns = [pattern for cued in tool.get("cue_words", {}).values() for pattern in cued]
     acting = tool.get("action_words", [])
+    # "20 per page" says how many, not what to find.
+    per_page = {int(number) for number in PER_PAGE.findall(request)}
     common = (
         common
+        | {word.lower() for said in PER_PAGE.finditer(request) for word in _words(said[0])}
         | _words_named(request, [pattern for choice in choices for named in choice.values() for pattern in named])
         | {
             word.lower()
@@ -369,7 +377,7 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
             + NAMED.findall(request)
         )
     )
-    numbers = sorted({int(number) for number in NUMBER.findall(request)})
+    numbers = sorted({int(number) for number in NUMBER.findall(request)} - per_page)
     shown = sorted({int(number) for number in NUMBER.findall(page)})
     before: dict[int, set[str]] = {}
     # The number said right after an argument's whole name ("page 2") is that argument's, not one whose name only
@@ -424,6 +432,8 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
                 if before.get(number, set()) & stems.get(name, set())
                 and not said_after.get(number, set()) & others_named
             ]
+            if name in PAGE_SIZES and per_page:
+                values = placed = sorted(number for number in per_page if low <= number <= high)
             # A number after another argument's word is that one's ("dashboard 11" is not a migration id).
             others = set().union(*(stem for field_name, stem in stems.items() if field_name != name))
             values = placed or [number for number in values if not before.get(number, set()) & others]
@@ -554,7 +564,7 @@ def decide(
     # Its numbers go first: "Run migration 2 on it" is migration 2 of the dashboard pointed at.
     pointed = dict(earlier or {}) if not page and pointing and not within else {}
     page = page or (json.dumps(pointed) if pointed else "")
-    numbered = NUMBER.search(request) is not None or NUMBER.search(page) is not None
+    numbered = NUMBER.search(PER_PAGE.sub(" ", request)) is not None or NUMBER.search(page) is not None
     # How requests are put, from every tool's examples: "Какие" is a health check's as much as a search's.
     common = example_words(tools)
     # A tool that needs a number the request does not give is not offered, unless the request says its action in
