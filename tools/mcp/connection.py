@@ -212,8 +212,12 @@ class Connection:
         return await asyncio.wrap_future(self.runtime.submit(self._call(name, arguments, identity=identity)))
 
     def stop(self) -> None:
-        """End the session (a started server stops with it), waiting a bounded time."""
-        self.runtime.submit(self.stopped()).result(STOP_TIMEOUT)
+        """End the session (a started server stops with it), waiting a bounded time; past it, as `Runtime.stop`,
+        the server is left to end on the runtime's loop, and said so."""
+        try:
+            self.runtime.submit(self.stopped()).result(STOP_TIMEOUT)
+        except TimeoutError:
+            logger.warning("MCP server '%s' still running after %g s", self.server.name, STOP_TIMEOUT)
 
     # --- on the runtime's loop -----------------------------------------------------------------------
 
