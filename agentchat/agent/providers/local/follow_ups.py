@@ -15,7 +15,7 @@ from tools.files import ATTACHED, REFERENCED
 
 from ..base import ChatMessage, ToolCall, ToolSchema
 from . import answers
-from .routing import NUMBER, POINTS_BACK_TO_SEVERAL, WORD, names_its_action, new_call, unsaid_choices
+from .routing import NUMBER, POINTS_BACK_TO_SEVERAL, WORD, each_of, names_its_action, new_call, unsaid_choices
 
 # An optional "and", "please" and "show me" around the words that ask for a page, in English and Russian.
 _LEAD = (
@@ -96,10 +96,7 @@ def each_pointed(call: ToolCall, request: str, earlier: list[Earlier]) -> list[T
             ids[name] for each in reversed(earlier) if each.turn == last.turn and name in (ids := _ids(each.call))
         ]
         if value in objects and len(set(objects)) > 1:
-            return [
-                call if number == value else new_call(call["name"], {**call["args"], name: number})
-                for number in dict.fromkeys(objects)
-            ]
+            return each_of(call, name, objects)
     return [call]
 
 

@@ -308,10 +308,19 @@ def each_listed(call: ToolCall, request: str, tool: ToolSchema) -> list[ToolCall
                 end = more.end()
             field = tool["parameters"].get("properties", {}).get(name, {})
             low, high = field.get("minimum", -math.inf), field.get("maximum", math.inf)
-            others = [number for number in dict.fromkeys(numbers) if number != value and low <= number <= high]
-            if others:
-                return [call, *(new_call(call["name"], {**call["args"], name: number}) for number in others)]
+            within = [number for number in numbers if low <= number <= high]
+            if len(set(within)) > 1:
+                return each_of(call, name, within)
     return [call]
+
+
+def each_of(call: ToolCall, name: str, numbers: list[int]) -> list[ToolCall]:
+    """The call once for each of `numbers` as its argument `name`, in their order: the call itself for the number
+    it took, a copy with its other arguments for each other one."""
+    return [
+        call if number == call["args"][name] else new_call(call["name"], {**call["args"], name: number})
+        for number in dict.fromkeys(numbers)
+    ]
 
 
 def needed_numbers(tool: ToolSchema) -> list[str]:
