@@ -1,5 +1,6 @@
 """Requests that go on from earlier calls (providers/local/follow_ups.py): another page of the last search, the last
-search narrowed, and "it". The rules on their own, then whole requests on the real model."""
+search narrowed, "it", and an item of the last list by its place. The rules on their own, then whole requests on the
+real model."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from agentchat.agent.providers.local.follow_ups import (
     last_ids,
     looked_within,
     narrowed,
+    pointed_at,
 )
 from tools.registry import registry
 
@@ -89,9 +91,22 @@ def test_a_request_for_more_is_the_last_search_a_page_on(request_text: str):
     assert page_asked(request_text, searched(PROBLEMS, PAGE_1_OF_3)) == {"args": {**PROBLEMS, "page": 2}}
 
 
-@pytest.mark.parametrize("request_text", ["page 3", "Show page 3", "страница 3", "покажи 3-ю страницу"])
+@pytest.mark.parametrize(
+    "request_text",
+    ["page 3", "Show page 3", "страница 3", "покажи 3-ю страницу", "last page", "Покажи последнюю страницу"],
+)
 def test_a_page_named_by_its_number_is_that_page(request_text: str):
     assert page_asked(request_text, searched(PROBLEMS, PAGE_1_OF_3)) == {"args": {**PROBLEMS, "page": 3}}
+
+
+def test_the_first_page_is_page_one_and_the_last_is_the_last_page_once_known():
+    on_page_2 = searched({**PROBLEMS, "page": 2}, {**PAGE_1_OF_3, "page": 2})
+    for request_text in ["first page", "show me the first page please", "первая страница", "Покажи первую страницу"]:
+        assert page_asked(request_text, on_page_2) == {"args": {**PROBLEMS, "page": 1}}, request_text
+    # A result that does not say how many pages it has: the last page is the one shown.
+    assert page_asked("last page", searched({**PROBLEMS, "page": 2}, {"items": []})) == {
+        "args": {**PROBLEMS, "page": 2}
+    }
 
 
 def test_the_previous_page_and_pages_that_do_not_exist():
@@ -142,6 +157,43 @@ def test_it_means_the_ids_of_the_last_call_that_took_any():
     assert last_ids(earlier_calls(searched(PROBLEMS, PAGE_1_OF_3)), "Who owns it?") == {}
     # "them" after a search means what it listed, which took no ids.
     assert last_ids(after_a_search, "Deploy them") == {}
+
+
+LISTED = {**PAGE_1_OF_3, "items": [{"id": id_, "title": f"Dashboard {id_}"} for id_ in (3, 7, 12, 19)]}
+
+
+@pytest.mark.parametrize(
+    ("request_text", "picked"),
+    [
+        ("Deploy the first one to staging", 3),
+        ("check the second one", 7),
+        ("How about the 3rd one?", 12),
+        ("Who owns the last one?", 19),
+        ("Run the migrations of the last dashboard", 19),
+        ("Проверь второй", 7),
+        ("Что со вторым?", 7),
+        ("Выкати первый на стейджинг", 3),
+        ("А у последнего какие проблемы?", 19),
+    ],
+)
+def test_an_item_picked_by_its_place_is_that_item_of_the_last_list(request_text: str, picked: int):
+    assert pointed_at(request_text, earlier_calls(searched(PROBLEMS, LISTED)), []) == {"id": picked}
+
+
+def test_a_place_is_an_item_only_of_a_list_that_has_it():
+    listed = earlier_calls(searched(PROBLEMS, LISTED))
+    # Beyond the list, a page, or an order of doing things: no item.
+    for request_text in ["the fifth one", "Покажи первую страницу", "First deploy dashboard 3", "в первый раз"]:
+        assert pointed_at(request_text, listed, []) == {}, request_text
+    # A call since that listed nothing (a check of one of them) leaves the list as it was; a search that found
+    # nothing, or no list, has no items.
+    assert pointed_at("the first one", earlier_calls([*searched(PROBLEMS, LISTED), *checked(12)]), []) == {"id": 3}
+    assert pointed_at("the first one", earlier_calls(searched(PROBLEMS, {"total": 0, "items": []})), []) == {}
+    assert pointed_at("the first one", earlier_calls(checked(12)), checked(12)) == {}
+    assert pointed_at("the first one", [], []) == {}
+    # "it" still means the last call's ids, and nothing else points back.
+    assert pointed_at("Who owns it?", earlier_calls(checked(12)), checked(12)) == {"dashboard_id": 12}
+    assert pointed_at("Who owns dashboard 4?", earlier_calls(checked(12)), checked(12)) == {}
 
 
 @pytest.fixture(scope="module")
@@ -249,6 +301,19 @@ def assistant(text: str) -> ChatMessage:
     return {"role": "assistant", "content": text}
 
 
+def test_it_in_a_reply_to_which_tool_was_meant_is_the_object_asked_about():
+    tools = [registry.get("dashboard_health").schema(), registry.get("deploy_dashboard").schema()]
+    asked = [user("Push dashboard 8 to production"), assistant(answers.unsure("Push dashboard 8 to production", tools))]
+    assert pointed_at("check it", [], asked) == {"id": 8}
+    # Before an older call's object, which the question came after.
+    assert pointed_at("check it", earlier_calls(checked(12)), [*checked(12), *asked]) == {"id": 8}
+    # Not a reply that points at nothing, nor one to another answer, nor after a request of two numbers.
+    assert pointed_at("thanks", [], asked) == {}
+    assert pointed_at("check it", [], [user("Push dashboard 8 to production"), assistant("Done.")]) == {}
+    two = [user("Push dashboards 8 and 9"), assistant(answers.unsure("Push dashboards 8 and 9", tools))]
+    assert pointed_at("check it", [], two) == {}
+
+
 def checked_together(*ids: int) -> list[ChatMessage]:
     calls = [{"id": f"h{i}", "name": "dashboard_health", "args": {"dashboard_id": i}} for i in ids]
     return [
@@ -301,3 +366,17 @@ async def test_on_the_model_a_pointed_object_takes_no_made_up_arguments(provider
     assert asked.tool_calls == [] and asked.content.startswith(
         "I am not sure what you would like me to do. Did you mean something like “"
     )
+
+
+async def test_on_the_model_an_item_picked_from_the_list_is_checked_or_acted_on(provider: LocalProvider):
+    history = searched(PROBLEMS, LISTED)
+    for request_text, call in [
+        ("ok deploy the first one to staging", ("deploy_dashboard", {"dashboard_id": 3, "environment": "staging"})),
+        ("What's wrong with the second one?", ("dashboard_health", {"dashboard_id": 7})),
+        ("Что с последним?", ("dashboard_health", {"dashboard_id": 19})),
+    ]:
+        [made] = (await answer(provider, [*history, user(request_text)])).tool_calls
+        assert (made["name"], made["args"]) == call, request_text
+    # Said by its number, the dashboard is the one said.
+    [made] = (await answer(provider, [*history, user("Check the first one, dashboard 12")])).tool_calls
+    assert (made["name"], made["args"]) == ("dashboard_health", {"dashboard_id": 12})

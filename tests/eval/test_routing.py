@@ -4,7 +4,7 @@ Fixed requests, in English and Russian, each with the tool (or "none") and the k
 decisions are deterministic. A table of the figures is printed at the end; `-s` shows every decision.
 
 The sets are named for how they were used. The TUNING sets are what the tools' examples, the routing's weights,
-its margin and its rules were chosen on (139 requests). Three of them were first written as sets kept out of the
+its margin and its rules were chosen on (143 requests). Three of them were first written as sets kept out of the
 tuning and were tuned on once measured: the former held-out set; the first fresh set (measured once at 32 of 40
 tools right, 26 of 40 with their arguments, no dangerous tool unasked); and the second (33, 33 and none). FRESH, the
 third, was written after all of that was
@@ -103,6 +103,11 @@ TUNING = [
     Case("Create a branch called test on dashboard 9", "create_branch", {"dashboard_id": 9, "name": "test"}),
     Case("Создай ветку с именем fix-9 для дашборда 6", "create_branch", {"dashboard_id": 6, "name": "fix-9"}),
     Case("Show the migrations to run on dashboard 5", "dashboard_health", {"dashboard_id": 5}),
+    # From use: what is broken, asked the way people ask it; a dashboard's status by its number alone.
+    Case("What's failing?", "search_dashboards", {"has_validation_problems": True}),
+    Case("anything with errors?", "search_dashboards", {"has_validation_problems": True}),
+    Case("Что-нибудь сломалось?", "search_dashboards", {"has_validation_problems": True}),
+    Case("status of 12", "dashboard_health", {"dashboard_id": 12}),
     Case("Hello!", "none"),
     Case("Thanks, that's all.", "none"),
     Case("Привет! Как дела?", "none"),

@@ -127,7 +127,7 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
             "deprecated": [r"\bdeprecated", r"\bустаревш", r"\bустарел"],
         },
         "has_validation_problems": {
-            "true": [r"\b(problem|error|valid|fail|issue|broken)", r"\b(проблем|ошиб|валид|сломан)"],
+            "true": [r"\b(problem|error|valid|fail|issue|broken)", r"\b(проблем|ошиб|валид|слома)"],
             "false": [
                 r"\b(without|no|free of)\b.{0,30}\b(problem|error|issue)",
                 r"\b(are|is)\s+(fine|ok|okay|all right|clean|in (good )?order)\b|\bhealthy\b",
@@ -145,6 +145,8 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
     examples=[
         ("Which dashboards have validation problems?", {"has_validation_problems": True}),
         ("покажи дашборды с проблемами валидации", {"has_validation_problems": True}),
+        ("What's broken right now? Anything failing?", {"has_validation_problems": True}),
+        ("Что сейчас сломано?", {"has_validation_problems": True}),
         ("List the dashboards tagged sales", {"tag": "sales"}),
         ("Find the dashboards owned by James Patel", {"owner": "James Patel"}),
         ("Найди дашборд Отток клиентов", {"query": "Отток клиентов"}),
@@ -192,6 +194,7 @@ def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
         ("How healthy is dashboard 3?", {"dashboard_id": 3}),
         ("Show the validation problems of dashboard 8", {"dashboard_id": 8}),
         ("Is dashboard 6 ready for production?", {"dashboard_id": 6}),
+        ("Status of dashboard 4", {"dashboard_id": 4}),
         ("Какие проблемы у дашборда 5?", {"dashboard_id": 5}),
         ("Расскажи о дашборде 2", {"dashboard_id": 2}),
         ("Что с дашбордом 4?", {"dashboard_id": 4}),

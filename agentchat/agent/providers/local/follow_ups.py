@@ -1,7 +1,8 @@
 """Requests that go on from the conversation's earlier turns, which the model never reads (it reads the newest turn
-only): "Who owns it?" means the ids of the last call that took any, and "Deploy them" each of that turn's; "next",
-"дальше" or "page 3" the last search a page on; "Which of them are drafts?" the last search narrowed; and
-"staging", after "Deploy dashboard 5" was asked where to, that request said whole.
+only): "Who owns it?" means the ids of the last call that took any, "Deploy them" each of that turn's, and "the
+second one" the second item of the list the last call showed; "next", "дальше" or "page 3" the last search a page
+on ("the last page": the last); "Which of them are drafts?" the last search narrowed; and "staging", after "Deploy
+dashboard 5" was asked where to, that request said whole.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from tools.files import ATTACHED, REFERENCED
 
 from ..base import ChatMessage, ToolCall, ToolSchema
 from . import answers
-from .routing import NUMBER, POINTS_BACK_TO_SEVERAL, WORD, each_of, names_its_action, new_call, unsaid_choices
+from .routing import NUMBER, PER_PAGE, PICKED, WORD, each_of, names_its_action, new_call, unsaid_choices
 
 # An optional "and", "please" and "show me" around the words that ask for a page, in English and Russian.
 _LEAD = (
@@ -35,8 +36,33 @@ PREVIOUS_PAGE = re.compile(
 PAGE_NUMBER = re.compile(
     _LEAD + r"(?:(?:page|страниц\w*)\s+(\d{1,4})|(\d{1,4})(?:-?(?:ю|я|ая|ую))?\s+страниц\w*)" + _TAIL, re.IGNORECASE
 )
+FIRST_OR_LAST_PAGE = re.compile(
+    _LEAD + r"(?:(first|перв\w*)|last|последн\w*)\s+(?:page|страниц\w*)" + _TAIL, re.IGNORECASE
+)
 # A reply that says only what was asked for: "staging", "to prod please", "на стейджинг".
 REPLY_WORDS = 4
+# A request that points back at what the conversation was last about: "Who owns it?", "А кто его владелец?".
+POINTS_BACK = re.compile(
+    r"\b(it|its|this one|that one|this dashboard|that dashboard|он|она|оно|его|её|ее|него|неё|нему|ней|нём|этот|"
+    r"этого|этому|этом)\b",
+    re.IGNORECASE,
+)
+# Pointing back at all that the last turn was about: "Deploy them to staging", "Выкати их".
+POINTS_BACK_TO_SEVERAL = re.compile(r"\b(them|these|those|both|их|они|эти|этих|оба|обоих|обе|обеих)\b", re.IGNORECASE)
+# An item of the last list picked by its place: "the first one", "the 2nd dashboard", "the last one", "второй",
+# "последнего"; not a page ("первая страница") nor a time ("first deploy it").
+PLACES = {
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8, "ninth": 9,
+    "tenth": 10, "last": -1, "перв": 1, "втор": 2, "трет": 3, "четв": 4, "пят": 5, "шест": 6, "седьм": 7,
+    "восьм": 8, "девят": 9, "десят": 10, "последн": -1,
+}  # fmt: skip
+PLACE = re.compile(
+    r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|(?:[1-9]|10)(?:st|nd|rd|th))\s+"
+    r"(?:one|dashboard|item|result|entry)\b"
+    r"|\b(перв|втор|трет|четв[её]рт|пят|шест|седьм|восьм|девят|десят|последн)(?:ый|ой|ий|ого|его|ому|ему|ом|ем|ым|им)\b"
+    r"(?!\s+(?:страниц|раз))",
+    re.IGNORECASE,
+)
 OF_THEM = re.compile(r"\b(?:of|among) (?:them|those|these)\b|\b(?:из|среди) (?:них|этих|тех)\b", re.IGNORECASE)
 
 
@@ -85,6 +111,42 @@ def last_ids(earlier: list[Earlier], request: str) -> dict[str, int]:
     return next((ids for each in earlier if (ids := _ids(each.call)) or several), {})
 
 
+def listed_at(request: str, earlier: list[Earlier]) -> dict[str, int]:
+    """The id of the item the request picks by its place in the last list shown ("Deploy the first one to staging"
+    after a search: the first dashboard found on the page shown, and "the second one" after that deployment), as
+    PICKED; none when no call listed anything, or fewer items."""
+    match = PLACE.search(request)
+    ids = next((ids for each in earlier if (ids := _listed(each.result))), [])
+    if match is None or not ids:
+        return {}
+    word = match.group(1) or match.group(2)
+    place = (
+        int(digits[0])
+        if (digits := re.match(r"\d+", word))
+        else next(value for stem, value in PLACES.items() if word.lower().startswith(stem))
+    )
+    return {PICKED: ids[place - 1 if place > 0 else place]} if place <= len(ids) else {}
+
+
+def _listed(result: dict[str, Any]) -> list[int]:
+    """The ids of the items a result lists, in its order."""
+    items = result.get("items")
+    if not isinstance(items, list):
+        return []
+    return [item["id"] for item in items if isinstance(item, dict) and type(item.get("id")) is int]
+
+
+def pointed_at(request: str, earlier: list[Earlier], messages: list[ChatMessage]) -> dict[str, int]:
+    """The ids of the earlier turns (`messages`, their calls `earlier`) a request means without saying them: an item
+    of the last list by its place; when it points back ("it", "them"), the object of the request it answers, or
+    else the last call's objects."""
+    if picked := listed_at(request, earlier) or asked_about(request, messages):
+        return picked
+    if POINTS_BACK.search(request) or POINTS_BACK_TO_SEVERAL.search(request):
+        return last_ids(earlier, request)
+    return {}
+
+
 def each_pointed(call: ToolCall, request: str, earlier: list[Earlier]) -> list[ToolCall]:
     """The call once for each object of the last turn that took ids, when the request points back at all of them
     ("Deploy them to staging" after "How healthy are dashboards 3 and 5?"): the model itself took one of them."""
@@ -128,13 +190,18 @@ def another_page(request: str, earlier: list[Earlier], tools: list[ToolSchema]) 
         asked = current - 1
     elif match := PAGE_NUMBER.search(request):
         asked = int(match.group(1) or match.group(2))
+    elif match := FIRST_OR_LAST_PAGE.search(request):
+        asked = 1 if match.group(1) else None  # the last, once known
     else:
         return None
     if last is None:
         return Page(listed=False)
     pages = last.result.get("pages")
-    if asked < 1 or (type(pages) is int and asked > pages):
-        return Page(asked=asked, pages=pages if type(pages) is int else 0)
+    pages = pages if type(pages) is int else 0
+    if asked is None:
+        asked = pages or current
+    if asked < 1 or (pages and asked > pages):
+        return Page(asked=asked, pages=pages)
     return Page(call=new_call(last.call["name"], {**last.call["args"], "page": asked}))
 
 
@@ -153,19 +220,41 @@ def narrowed(call: ToolCall, earlier: list[Earlier], tool: ToolSchema) -> ToolCa
     return new_call(call["name"], {**kept, **said})
 
 
+def _unanswered(messages: list[ChatMessage]) -> tuple[str, list[ChatMessage]] | None:
+    """The last request, in the person's own words, and what came after it, when no call did."""
+    asked = [index for index, message in enumerate(messages) if message["role"] == "user"]
+    if not asked:
+        return None
+    previous, *after = messages[asked[-1] :]
+    if any(message.get("tool_calls") for message in after):
+        return None
+    return previous["content"].split(ATTACHED, 1)[0].split(f"\n\n{REFERENCED}", 1)[0], after
+
+
+def _asked_what_was_meant(after: list[ChatMessage]) -> bool:
+    return any(message["role"] == "assistant" and answers.asked_what_was_meant(message["content"]) for message in after)
+
+
+def asked_about(request: str, messages: list[ChatMessage]) -> dict[str, int]:
+    """What a reply that points back ("check it") means after the question which tool was meant: the one object
+    the request asked about said by its number ("Push dashboard 8 to production"), as PICKED."""
+    last = _unanswered(messages)
+    if last is None or not POINTS_BACK.search(request) or not _asked_what_was_meant(last[1]):
+        return {}
+    numbers = set(NUMBER.findall(PER_PAGE.sub(" ", last[0])))
+    return {PICKED: int(numbers.pop())} if len(numbers) == 1 else {}
+
+
 def completed(request: str, messages: list[ChatMessage], tools: list[ToolSchema]) -> str:
     """A short reply to the question the request before it got: which tool was meant ("deploy it" after "Push
     dashboard 8 to production"), or a value it left unsaid ("staging" after "Deploy dashboard 5"). That request and
     the reply together; any other request as it is."""
-    asked = [index for index, message in enumerate(messages) if message["role"] == "user"]
-    if not asked or len(WORD.findall(request)) > REPLY_WORDS:
+    last = _unanswered(messages)
+    if last is None or len(WORD.findall(request)) > REPLY_WORDS:
         return request
-    previous, *after = messages[asked[-1] :]
-    if any(message.get("tool_calls") for message in after):
-        return request
-    said = previous["content"].split(ATTACHED, 1)[0].split(f"\n\n{REFERENCED}", 1)[0]
+    said, after = last
     together = f"{said} {request}"
-    if any(message["role"] == "assistant" and answers.asked_what_was_meant(message["content"]) for message in after):
+    if _asked_what_was_meant(after):
         return together
     for tool in tools:
         unsaid = unsaid_choices(said, tool)

@@ -209,7 +209,7 @@ class LocalProvider:
         request before this one with this one, when this one answers the question it got ("deploy it", "staging");
         else this one."""
         request = history[-1]["content"]
-        ids = follow_ups.last_ids(earlier, request)
+        ids = follow_ups.pointed_at(request, earlier, before)
         if (whole := follow_ups.completed(request, before, tools)) != request:
             decision = decide(
                 llm, system_prompt, [*history[:-1], {"role": "user", "content": whole}], tools, watch, ids

@@ -79,14 +79,6 @@ QUESTION = re.compile(
     r"when|where|who|ли|можно|стоит|нужно|надо|какие|какой|какая|сколько|что|почему|зачем|как|когда|где|кто)\b",
     re.IGNORECASE,
 )
-# A request that points back at what the conversation was last about: "Who owns it?", "А кто его владелец?".
-POINTS_BACK = re.compile(
-    r"\b(it|its|this one|that one|this dashboard|that dashboard|он|она|оно|его|её|ее|него|неё|нему|ней|нём|этот|"
-    r"этого|этому|этом)\b",
-    re.IGNORECASE,
-)
-# Pointing back at all that the last turn was about: "Deploy them to staging", "Выкати их".
-POINTS_BACK_TO_SEVERAL = re.compile(r"\b(them|these|those|both|их|они|эти|этих|оба|обоих|обе|обеих)\b", re.IGNORECASE)
 # A request to be shown something names an action only to ask about it: "Show the migrations to run on dashboard 5".
 SHOWING = re.compile(
     r"^\W*(?:please\s+|пожалуйста,?\s+)?(?:show|list|display|tell|find|покажи|выведи|перечисли|расскажи|найди)\b",
@@ -228,6 +220,9 @@ NAMED = re.compile(
     re.IGNORECASE,
 )
 # A number standing alone: not part of a word, a name or a sum ("v2", "fix-4", "2+2").
+# The key of an item picked from a list by its place ("the first one", follow_ups.listed_at): a list's items are
+# any tool's objects, so its id fills whichever whole-number argument the chosen tool needs.
+PICKED = "id"
 NUMBER = re.compile(r"(?<![\w+*/=-])\d{1,9}(?![\w+*/=-])")
 # A number of things a page shows ("20 per page", "по 20 на странице"): only a page size's, never an id.
 PER_PAGE = re.compile(
@@ -254,6 +249,9 @@ STOP_WORDS = frozenset(get_stop_words("en") + get_stop_words("ru")) | {
     "названием",
     "именем",
 }
+# Russian's indefinite pronouns are written with a hyphen ("что-нибудь", "кто-то", "какие-либо"), which the stop-word
+# list, of single words, does not hold.
+INDEFINITE = re.compile(r"\w+-(?:нибудь|либо|то)", re.IGNORECASE)
 
 
 def _words(text: str) -> list[str]:
@@ -279,6 +277,14 @@ def _number_stems(tool: ToolSchema) -> dict[str, set[str]]:
             if name in stems and isinstance(value, int):
                 stems[name].update(_stem(before) for before, word in itertools.pairwise(words) if word == str(value))
     return stems
+
+
+def takes_pointed(tool: ToolSchema, pointed: dict[str, int]) -> bool:
+    """Whether the tool takes what the request points at: an id of the same name, or any id for an item picked from a
+    list (PICKED)."""
+    return bool(pointed.keys() & tool["parameters"].get("properties", {}).keys()) or (
+        PICKED in pointed and needs_a_number(tool)
+    )
 
 
 def names_by_number(request: str, tool: ToolSchema) -> bool:
@@ -506,7 +512,8 @@ def example_words(tools: list[ToolSchema]) -> set[str]:
 
 
 def _own(word: str, common: set[str]) -> bool:
-    return len(word) > 2 and word.lower() not in common and word.lower() not in STOP_WORDS
+    lowered = word.lower()
+    return len(word) > 2 and lowered not in common and lowered not in STOP_WORDS and not INDEFINITE.fullmatch(word)
 
 
 def _choices(field: dict[str, Any], words: dict[str, list[str]]) -> dict[Any, list[str]]:
@@ -557,21 +564,20 @@ def decide(
     history: list[dict[str, str]],
     tools: list[ToolSchema],
     watch: Watch,
-    earlier: dict[str, int] | None = None,
+    pointed: dict[str, int] | None = None,
     within: ToolSchema | None = None,
 ) -> Decision:
     """The tool to call and its arguments; two tools it cannot tell apart; or no tool (module docstring).
-    `earlier`: the ids the conversation's last call took, which a request that points back ("it") means when the
-    page shows nothing; `within`: the tool whose last results the request looks within ("Which of them…?"),
-    which is then called without a choice."""
+    `pointed`: the ids of the earlier turns the request means without saying them ("it", "the first one":
+    follow_ups.pointed_at), taken when the page shows nothing; `within`: the tool whose last results the request
+    looks within ("Which of them…?"), which is then called without a choice."""
     request = history[-1]["content"]
     # Numbers the person may mean: the request's, and the page's (the system prompt says which dashboard is shown),
     # not those of the rest of the system prompt (the attached files' sizes and row counts).
     page = page_shown(system_prompt)
-    # "Who owns it?" after a look at dashboard 12 means that one, as much as "dashboard 12" would.
-    pointing = POINTS_BACK.search(request) or POINTS_BACK_TO_SEVERAL.search(request)
-    # Its numbers go first: "Run migration 2 on it" is migration 2 of the dashboard pointed at.
-    pointed = dict(earlier or {}) if not page and pointing and not within else {}
+    # "Who owns it?" after a look at dashboard 12 means that one, as much as "dashboard 12" would. Its numbers go
+    # first: "Run migration 2 on it" is migration 2 of the dashboard pointed at.
+    pointed = dict(pointed or {}) if not page and not within else {}
     page = page or (json.dumps(pointed) if pointed else "")
     numbered = NUMBER.search(PER_PAGE.sub(" ", request)) is not None or NUMBER.search(page) is not None
     # How requests are put, from every tool's examples: "Какие" is a health check's as much as a search's.
@@ -583,12 +589,9 @@ def decide(
         for tool in tools
         if names_its_action(request, tool) and (numbered or not needs_a_number(tool) or tool.get("action_words"))
     ]
-    # "dashboard 16" names one object: then only the tools that take it by its number are meant.
-    naming = [
-        tool
-        for tool in tools
-        if names_by_number(request, tool) or pointed.keys() & tool["parameters"].get("properties", {}).keys()
-    ]
+    # "dashboard 16" names one object, and so do "it" and "the first one": then only the tools that take it by its
+    # number are meant.
+    naming = [tool for tool in tools if names_by_number(request, tool) or takes_pointed(tool, pointed)]
     tools = naming or tools
     shown, closest = choose_examples(request, tools)
     messages = decision_messages(system_prompt, history, tools, shown)
@@ -599,7 +602,10 @@ def decide(
         evaluate(llm, prompt_tokens(llm, prompt), watch, keep=len(beginning))
     tool = within if within in tools else None
     if tool is None:
-        names = list(dict.fromkeys([*(tool["name"] for tool in tools), NO_TOOL]))
+        # An item picked from a list by its place ("the second one") is an object to act on or look at, never
+        # small talk.
+        picked = PICKED in pointed and naming
+        names = list(dict.fromkeys([*(tool["name"] for tool in tools), *([] if picked else [NO_TOOL])]))
         # Scoring every name, rather than letting the model write one, also weighs the ones it would not start with.
         likelihood = log_likelihoods(llm, {name: prompt_tokens(llm, f'{prompt}{name}"') for name in names}, watch)
         score = {name: likelihood[name] + SIMILARITY_WEIGHT * closest.get(name, 0.0) for name in names}
