@@ -183,7 +183,13 @@ def test_an_item_picked_by_its_place_is_that_item_of_the_last_list(request_text:
 def test_a_place_is_an_item_only_of_a_list_that_has_it():
     listed = earlier_calls(searched(PROBLEMS, LISTED))
     # Beyond the list, a page, or an order of doing things: no item.
-    for request_text in ["the fifth one", "Покажи первую страницу", "First deploy dashboard 3", "в первый раз"]:
+    for request_text in [
+        "the fifth one",
+        "Покажи первую страницу",
+        "First deploy dashboard 3",
+        "в первый раз",
+        "Когда был последний деплой?",
+    ]:
         assert pointed_at(request_text, listed, []) == {}, request_text
     # A call since that listed nothing (a check of one of them) leaves the list as it was; a search that found
     # nothing, or no list, has no items.

@@ -1,7 +1,7 @@
 """Requests that go on from the conversation's earlier turns, which the model never reads (it reads the newest turn
 only): "Who owns it?" means the ids of the last call that took any, "Deploy them" each of that turn's, and "the
-second one" the second item of the list the last call showed; "next", "дальше" or "page 3" the last search a page
-on ("the last page": the last); "Which of them are drafts?" the last search narrowed; and "staging", after "Deploy
+second one" the second item of the last list shown; "next", "дальше" or "page 3" the last search a page on ("the
+last page": the last); "Which of them are drafts?" the last search narrowed; and "staging", after "Deploy
 dashboard 5" was asked where to, that request said whole.
 """
 
@@ -50,7 +50,8 @@ POINTS_BACK = re.compile(
 # Pointing back at all that the last turn was about: "Deploy them to staging", "Выкати их".
 POINTS_BACK_TO_SEVERAL = re.compile(r"\b(them|these|those|both|их|они|эти|этих|оба|обоих|обе|обеих)\b", re.IGNORECASE)
 # An item of the last list picked by its place: "the first one", "the 2nd dashboard", "the last one", "второй",
-# "последнего"; not a page ("первая страница") nor a time ("first deploy it").
+# "последнего"; not a page ("первая страница"), a time ("first deploy it", "в первый раз") nor another thing of
+# the list's ("последний деплой").
 PLACES = {
     "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8, "ninth": 9,
     "tenth": 10, "last": -1, "перв": 1, "втор": 2, "трет": 3, "четв": 4, "пят": 5, "шест": 6, "седьм": 7,
@@ -60,7 +61,7 @@ PLACE = re.compile(
     r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|(?:[1-9]|10)(?:st|nd|rd|th))\s+"
     r"(?:one|dashboard|item|result|entry)\b"
     r"|\b(перв|втор|трет|четв[её]рт|пят|шест|седьм|восьм|девят|десят|последн)(?:ый|ой|ий|ого|его|ому|ему|ом|ем|ым|им)\b"
-    r"(?!\s+(?:страниц|раз))",
+    r"(?!\s+(?:страниц|раз|деплой|выкат|коммит|миграц|ветк|релиз))",
     re.IGNORECASE,
 )
 OF_THEM = re.compile(r"\b(?:of|among) (?:them|those|these)\b|\b(?:из|среди) (?:них|этих|тех)\b", re.IGNORECASE)

@@ -219,10 +219,10 @@ NAMED = re.compile(
     r"\b(?:called|named|titled|под названием|с названием|с именем|названием|именем)\s+[«\"“'‘]?([\w./-]+)",
     re.IGNORECASE,
 )
-# A number standing alone: not part of a word, a name or a sum ("v2", "fix-4", "2+2").
 # The key of an item picked from a list by its place ("the first one", follow_ups.listed_at): a list's items are
 # any tool's objects, so its id fills whichever whole-number argument the chosen tool needs.
 PICKED = "id"
+# A number standing alone: not part of a word, a name or a sum ("v2", "fix-4", "2+2").
 NUMBER = re.compile(r"(?<![\w+*/=-])\d{1,9}(?![\w+*/=-])")
 # A number of things a page shows ("20 per page", "по 20 на странице"): only a page size's, never an id.
 PER_PAGE = re.compile(
