@@ -357,3 +357,36 @@ async def test_a_number_per_page_is_the_page_size_never_a_dashboard(provider: Lo
         "search_dashboards",
         {"has_validation_problems": True, "page_size": 20},
     )
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expected"),
+    [
+        ("Which dashboards have the most errors?", {"has_validation_problems": True, "order": "worst"}),
+        ("What are the worst dashboards?", {"order": "worst"}),
+        ("У каких дашбордов больше всего ошибок?", {"has_validation_problems": True, "order": "worst"}),
+        ("Какие дашборды в худшем состоянии?", {"order": "worst"}),
+        # Problems named without "most" or "worst" keep the catalogue's order.
+        ("Which dashboards have validation problems?", {"has_validation_problems": True}),
+        ("dashboards without warnings", {"has_validation_problems": False}),
+    ],
+)
+async def test_the_worst_first_only_when_asked_for(provider: LocalProvider, request_text, expected):
+    params = ProviderChatParams(messages=[user(request_text)], system_prompt=build_system_prompt(), tools=offered())
+    [call] = (await provider.chat(params)).tool_calls
+    assert (call["name"], said(call["name"], call["args"])) == ("search_dashboards", expected)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "listed"),
+    [
+        ("Hi there, how are you today?", False),
+        ("what do we have?", False),
+        ("List all dashboards", True),
+        ("Какие у меня есть дашборды?", True),
+    ],
+)
+async def test_the_whole_catalogue_only_for_a_request_that_speaks_of_it(provider: LocalProvider, request_text, listed):
+    params = ProviderChatParams(messages=[user(request_text)], system_prompt=build_system_prompt(), tools=offered())
+    calls = [(call["name"], said(call["name"], call["args"])) for call in (await provider.chat(params)).tool_calls]
+    assert calls == ([("search_dashboards", {})] if listed else []), request_text

@@ -4,7 +4,7 @@ Fixed requests, in English and Russian, each with the tool (or "none") and the k
 decisions are deterministic. A table of the figures is printed at the end; `-s` shows every decision.
 
 The sets are named for how they were used. The TUNING sets are what the tools' examples, the routing's weights,
-its margin and its rules were chosen on (143 requests). Three of them were first written as sets kept out of the
+its margin and its rules were chosen on (144 requests). Three of them were first written as sets kept out of the
 tuning and were tuned on once measured: the former held-out set; the first fresh set (measured once at 32 of 40
 tools right, 26 of 40 with their arguments, no dangerous tool unasked); and the second (33, 33 and none). FRESH, the
 third, was written after all of that was
@@ -108,6 +108,7 @@ TUNING = [
     Case("anything with errors?", "search_dashboards", {"has_validation_problems": True}),
     Case("Что-нибудь сломалось?", "search_dashboards", {"has_validation_problems": True}),
     Case("status of 12", "dashboard_health", {"dashboard_id": 12}),
+    Case("which one has the most errors", "search_dashboards", {"has_validation_problems": True, "order": "worst"}),
     Case("Hello!", "none"),
     Case("Thanks, that's all.", "none"),
     Case("Привет! Как дела?", "none"),

@@ -51,8 +51,10 @@ def dashboards_search(
     tag: str = "",
     status: str | None = None,
     has_validation_problems: bool | None = None,
+    worst_first: bool = False,
 ) -> QuerySet[Dashboard]:
-    """Dashboards matching every given filter, oldest id first, with their problem counts.
+    """Dashboards matching every given filter, with their problem counts: oldest id first, or, `worst_first`, those
+    with the most errors first, then the most warnings, then the most notes.
 
     Each word of `query` must appear in the title, description or owner, or in one of the tags, and each word of
     `owner` in the owner's name; a word matches in any of its forms ("логистику" finds "Логистика", "Ирине
@@ -77,7 +79,8 @@ def dashboards_search(
         dashboards = dashboards.filter(problem_total__gt=0)
     elif has_validation_problems is False:
         dashboards = dashboards.filter(problem_total=0)
-    return dashboards.prefetch_related("tags").order_by("id")
+    order = ("-errors", "-warnings", "-infos", "id") if worst_first else ("id",)
+    return dashboards.prefetch_related("tags").order_by(*order)
 
 
 def tag_check(name: str) -> None:

@@ -77,7 +77,13 @@ def search(output: dict[str, Any]) -> str:
     total, items = output["total"], output["items"]
     if not total:
         return _("No dashboard matches that search.")
-    lines = [ngettext("Found %(count)d dashboard:", "Found %(count)d dashboards:", total) % {"count": total}]
+    if output.get("order") == "worst" and total > 1:
+        found = ngettext(
+            "Found %(count)d dashboard, the worst first:", "Found %(count)d dashboards, the worst first:", total
+        )
+    else:
+        found = ngettext("Found %(count)d dashboard:", "Found %(count)d dashboards:", total)
+    lines = [found % {"count": total}]
     lines += [f"- {_dashboard(item)}" for item in items[:SHOWN]]
     if total > len(items[:SHOWN]):
         shown = {"shown": len(items[:SHOWN]), "page": output["page"], "pages": output["pages"]}

@@ -39,6 +39,9 @@ class SearchArgs(ToolArgs):
     has_validation_problems: bool | None = Field(
         None, description="true: only dashboards with validation problems; false: only those without."
     )
+    order: Literal["id", "worst"] = Field(
+        "id", description="id: oldest first; worst: the most errors first, then the most warnings, then notes."
+    )
     page: int = Field(1, ge=1, description="Page number, from 1.")
     page_size: int = Field(10, ge=1, le=50, description="Dashboards per page, at most 50.")
 
@@ -127,12 +130,19 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
             "deprecated": [r"\bdeprecated", r"\bустаревш", r"\bустарел"],
         },
         "has_validation_problems": {
-            "true": [r"\b(problem|error|valid|fail|issue|broken)", r"\b(проблем|ошиб|валид|слома)"],
+            "true": [r"\b(problem|error|warning|valid|fail|issue|broken)", r"\b(проблем|ошиб|предупрежд|валид|слома)"],
             "false": [
-                r"\b(without|no|free of)\b.{0,30}\b(problem|error|issue)",
+                r"\b(without|no|free of)\b.{0,30}\b(problem|error|warning|issue)",
                 r"\b(are|is)\s+(fine|ok|okay|all right|clean|in (good )?order)\b|\bhealthy\b",
-                r"\bбез\b.{0,30}\b(проблем|ошиб)",
+                r"\bбез\b.{0,30}\b(проблем|ошиб|предупрежд)",
                 r"\bв порядке\b|\bисправн",
+            ],
+        },
+        "order": {
+            "worst": [
+                r"\bmost\b.{0,30}\b(error|problem|issue|warning)|\bworst\b(\s+(shape|state|condition)\b)?",
+                r"\b(больше всего|наибольш).{0,30}\b(ошиб|проблем)|\bхудш\w*(\s+состояни\w*)?"
+                r"|\bсамы\w* (проблемн|плох)",
             ],
         },
     },
@@ -157,9 +167,10 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
 def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
     """Search the catalogue of BI dashboards by words, owner, tag, status or validation problems.
 
-    Use it to find dashboards or their ids, e.g. has_validation_problems=true for the ones with problems.
-    All filters are optional and combine. Returns {total, page, pages, items}: each item has id, title,
-    owner, status, tags and problems (counts by severity: error, warning, info).
+    Use it to find dashboards or their ids, e.g. has_validation_problems=true for the ones with problems, and
+    order=worst for the worst first ("Which dashboards have the most errors?"). All filters are optional and
+    combine. Returns {total, page, pages, order, items}: each item has id, title, owner, status, tags and
+    problems (counts by severity: error, warning, info).
     """
     if args.tag.strip():
         selectors.tag_check(args.tag)
@@ -169,6 +180,7 @@ def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
         tag=args.tag,
         status=args.status,
         has_validation_problems=args.has_validation_problems,
+        worst_first=args.order == "worst",
     )
     total = found.count()
     start = (args.page - 1) * args.page_size
@@ -184,7 +196,14 @@ def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
         for dashboard in found[start : start + args.page_size]
     ]
     pages = max(1, -(-total // args.page_size))
-    return {"total": total, "page": args.page, "page_size": args.page_size, "pages": pages, "items": items}
+    return {
+        "total": total,
+        "page": args.page,
+        "page_size": args.page_size,
+        "pages": pages,
+        "order": args.order,
+        "items": items,
+    }
 
 
 @registry.tool(

@@ -29,7 +29,7 @@ from tools.registry import ToolArgumentsError, registry
             "search_dashboards",
             {"has_validation_errors": True},
             "has_validation_errors: unknown argument "
-            "(known: query, owner, tag, status, has_validation_problems, page, page_size)",
+            "(known: query, owner, tag, status, has_validation_problems, order, page, page_size)",
         ),
         (
             "search_dashboards",
@@ -80,7 +80,15 @@ def test_arguments_that_do_not_fit_are_refused_with_the_field_named(name, args, 
         (
             "search_dashboards",
             {"has_validation_problems": True},
-            {"query": "", "owner": "", "tag": "", "has_validation_problems": True, "page": 1, "page_size": 10},
+            {
+                "query": "",
+                "owner": "",
+                "tag": "",
+                "has_validation_problems": True,
+                "order": "id",
+                "page": 1,
+                "page_size": 10,
+            },
         ),
     ],
 )

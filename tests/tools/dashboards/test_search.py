@@ -64,6 +64,23 @@ def test_with_validation_problems(catalogue):
     assert items[42]["problems"] == {"error": 0, "warning": 2, "info": 1}
 
 
+def test_the_worst_first(catalogue):
+    result = search(order="worst", page_size=50)
+    worst = [
+        ((item["problems"]["error"], item["problems"]["warning"], item["problems"]["info"]), item["id"])
+        for item in result["items"]
+    ]
+
+    assert result["order"] == "worst" and result["total"] == len(CATALOGUE)
+    # Most errors first, then most warnings, then most notes; alike, the oldest first.
+    assert worst == sorted(worst, key=lambda each: (tuple(-count for count in each[0]), each[1]))
+    assert worst[0][0][0] == max(counts[0] for counts, _ in worst) > 0
+    assert {id_ for counts, id_ in worst if any(counts)} == set(DASHBOARD_PROBLEMS)
+    # With a filter, a page at a time, as ever.
+    assert ids(search(order="worst", has_validation_problems=True, page_size=3)) == [id_ for _, id_ in worst[:3]]
+    assert search()["order"] == "id"
+
+
 def test_without_validation_problems(catalogue):
     result = search(has_validation_problems=False, page_size=50)
     assert result["total"] == len(CATALOGUE) - len(DASHBOARD_PROBLEMS)

@@ -78,6 +78,14 @@ def test_a_search_lists_what_it_found_and_says_how_many_there_are(catalogue):
     )
 
 
+def test_a_search_of_the_worst_first_says_so(catalogue):
+    worst = call("search_dashboards", None, order="worst", has_validation_problems=True)
+    assert summary("search_dashboards", worst, "en").startswith(f"Found {worst['total']} dashboards, the worst first:")
+    assert summary("search_dashboards", worst, "ru").startswith(f"Найдено {worst['total']} дашборда, сначала худшие:")
+    one = call("search_dashboards", None, order="worst", query="Воронка продаж по регионам")
+    assert summary("search_dashboards", one, "en").startswith("Found 1 dashboard:")
+
+
 def test_the_changing_tools_say_what_they_did(catalogue, alice):
     user = grant(alice, *permissions.ALL)
 

@@ -248,6 +248,15 @@ STOP_WORDS = frozenset(get_stop_words("en") + get_stop_words("ru")) | {
     "titled",
     "названием",
     "именем",
+    # "какой" and "какая" are there, not their other forms.
+    "какие",
+    "каких",
+    "каким",
+    "какими",
+    "какую",
+    "какое",
+    "каком",
+    "какому",
 }
 # Russian's indefinite pronouns are written with a hyphen ("что-нибудь", "кто-то", "какие-либо"), which the stop-word
 # list, of single words, does not hold.
@@ -500,6 +509,20 @@ def _cued_values(request: str, cues: list[str]) -> list[str]:
     return [value for value in values if value]
 
 
+def says_anything(call: ToolCall, tool: ToolSchema) -> bool:
+    """Whether the call has an argument other than its default."""
+    properties = tool["parameters"].get("properties", {})
+    return any(properties.get(name, {}).get("default", ...) != value for name, value in call["args"].items())
+
+
+def speaks_of(request: str, tool: ToolSchema) -> bool:
+    """Whether the request has a word of the tool's own, of its name or of its examples, as the word begins
+    ("dashboards", "дашбордов"), other than a stop word."""
+    said = [word for example in tool.get("examples", []) for word in _words(example["request"])]
+    own = {_stem(word) for word in [*said, *tool["name"].split("__")[-1].split("_")] if _own(word, set())}
+    return any(_stem(word) in own for word in _words(request) if _own(word, set()))
+
+
 def example_words(tools: list[ToolSchema]) -> set[str]:
     """The words of the tools' example requests that are not in their arguments, and the verb each tool's name
     begins with ("search" of search_dashboards): how requests are put."""
@@ -633,4 +656,9 @@ def decide(
     )
     if finish_reason != "stop":  # arguments cut short
         return Decision()
-    return Decision(call=parse_decision(f'{CALL_LEAD}{best}", "args": {args}}}', tools))
+    call = parse_decision(f'{CALL_LEAD}{best}", "args": {args}}}', tools)
+    # A call that says nothing (the whole catalogue) answers only a request that speaks of what the tool is about
+    # ("List all dashboards"), not a greeting the model took for it ("Hi there, how are you today?").
+    if call is not None and not says_anything(call, tool) and not speaks_of(request, tool):
+        return Decision()
+    return Decision(call=call)
