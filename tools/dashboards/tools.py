@@ -155,7 +155,8 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
     examples=[
         ("Which dashboards have validation problems?", {"has_validation_problems": True}),
         ("покажи дашборды с проблемами валидации", {"has_validation_problems": True}),
-        ("What's broken right now? Anything failing?", {"has_validation_problems": True}),
+        ("What's broken right now?", {"has_validation_problems": True}),
+        ("Anything with errors?", {"has_validation_problems": True}),
         ("Что сейчас сломано?", {"has_validation_problems": True}),
         ("List the dashboards tagged sales", {"tag": "sales"}),
         ("Find the dashboards owned by James Patel", {"owner": "James Patel"}),
