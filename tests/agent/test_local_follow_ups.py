@@ -386,3 +386,8 @@ async def test_on_the_model_an_item_picked_from_the_list_is_checked_or_acted_on(
     # Said by its number, the dashboard is the one said.
     [made] = (await answer(provider, [*history, user("Check the first one, dashboard 12")])).tool_calls
     assert (made["name"], made["args"]) == ("dashboard_health", {"dashboard_id": 12})
+    # With no list shown, or none that long, it says so rather than make one up.
+    for request_text, before in [("the first one", []), ("Что с пятым?", history)]:
+        said_so = await answer(provider, [*before, user(request_text)])
+        assert said_so.tool_calls == [] and said_so.content == answers.not_in_a_list(request_text), request_text
+    assert answers.not_in_a_list("Что с пятым?").startswith("Ни в одном показанном здесь списке")

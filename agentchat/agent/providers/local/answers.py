@@ -203,6 +203,12 @@ def no_such_page(request: str, asked: int, pages: int, *, listed: bool = True) -
         return _("That was the last page: there are %(pages)d.") % {"pages": pages}
 
 
+def not_in_a_list(request: str) -> str:
+    """What to say to a request that picks an item by its place ("the first one") when no list shown has it."""
+    with translation.override(language_of(request)):
+        return _("No list shown here has that one: ask for a list first, or say its number.")
+
+
 def not_permitted(request: str, tools: list[ToolSchema], withheld: list[ToolSchema]) -> str:
     """What to say when the request asks for the action of a tool the user may not use, and of none they may; or
     "". Else the best of the tools they may use would answer, a health check for "Deploy dashboard 9"."""

@@ -129,6 +129,11 @@ def listed_at(request: str, earlier: list[Earlier]) -> dict[str, int]:
     return {PICKED: ids[place - 1 if place > 0 else place]} if place <= len(ids) else {}
 
 
+def picks_unlisted(request: str, earlier: list[Earlier]) -> bool:
+    """Whether the request picks an item by its place ("the fifth one") that no list shown has, and says no number."""
+    return bool(PLACE.search(request)) and not NUMBER.search(request) and not listed_at(request, earlier)
+
+
 def _listed(result: dict[str, Any]) -> list[int]:
     """The ids of the items a result lists, in its order."""
     items = result.get("items")

@@ -165,6 +165,9 @@ class LocalProvider:
             if page.call is None:
                 return self._say(answers.no_such_page(request, page.asked, page.pages, listed=page.listed), emit)
             return ProviderChatResponse(content="", tool_calls=[page.call], finish_reason="tool_calls")
+        # Picked by its place, an item of no list shown: the model would search for "пятым", or make one up.
+        if request and follow_ups.picks_unlisted(request, earlier):
+            return self._say(answers.not_in_a_list(request), emit)
         if request and params.tools and not answers.asks_for_help(request):
             request, decision, within = self._decision(
                 llm, params.tools, system_prompt, history, before, earlier, watch
