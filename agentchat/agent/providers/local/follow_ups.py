@@ -16,7 +16,17 @@ from tools.files import ATTACHED, REFERENCED
 
 from ..base import ChatMessage, ToolCall, ToolSchema
 from . import answers
-from .routing import NUMBER, PER_PAGE, PICKED, WORD, each_of, names_its_action, new_call, unsaid_choices
+from .routing import (
+    NUMBER,
+    PER_PAGE,
+    PICKED,
+    WORD,
+    each_of,
+    names_its_action,
+    new_call,
+    said_args,
+    unsaid_choices,
+)
 
 # An optional "and", "please" and "show me" around the words that ask for a page, in English and Russian.
 _LEAD = (
@@ -220,10 +230,8 @@ def looked_within(request: str, earlier: list[Earlier], tools: list[ToolSchema])
 
 def narrowed(call: ToolCall, earlier: list[Earlier], tool: ToolSchema) -> ToolCall:
     """A call of `tool` within the last call's results: that call's arguments and its own, from the first page."""
-    properties = tool["parameters"].get("properties", {})
-    said = {name: value for name, value in call["args"].items() if properties.get(name, {}).get("default") != value}
     kept = {name: value for name, value in earlier[0].call["args"].items() if name != "page"}
-    return new_call(call["name"], {**kept, **said})
+    return new_call(call["name"], {**kept, **said_args(call, tool)})
 
 
 def _unanswered(messages: list[ChatMessage]) -> tuple[str, list[ChatMessage]] | None:

@@ -509,10 +509,12 @@ def _cued_values(request: str, cues: list[str]) -> list[str]:
     return [value for value in values if value]
 
 
-def says_anything(call: ToolCall, tool: ToolSchema) -> bool:
-    """Whether the call has an argument other than its default."""
+def said_args(call: ToolCall, tool: ToolSchema) -> dict[str, Any]:
+    """The call's arguments other than their defaults: what the request said."""
     properties = tool["parameters"].get("properties", {})
-    return any(properties.get(name, {}).get("default", ...) != value for name, value in call["args"].items())
+    return {
+        name: value for name, value in call["args"].items() if properties.get(name, {}).get("default", ...) != value
+    }
 
 
 def speaks_of(request: str, tool: ToolSchema) -> bool:
@@ -659,6 +661,6 @@ def decide(
     call = parse_decision(f'{CALL_LEAD}{best}", "args": {args}}}', tools)
     # A call that says nothing (the whole catalogue) answers only a request that speaks of what the tool is about
     # ("List all dashboards"), not a greeting the model took for it ("Hi there, how are you today?").
-    if call is not None and not says_anything(call, tool) and not speaks_of(request, tool):
+    if call is not None and not said_args(call, tool) and not speaks_of(request, tool):
         return Decision()
     return Decision(call=call)
