@@ -4,11 +4,11 @@ bounded, so that a busy or absent database costs one trip and never holds every 
 On SQLite, the loop thread's own connection takes the trip, waits at most LOCK_WAIT_MS for another writer's
 lock, and leaves copying the write-ahead log into the database to the database threads. On PostgreSQL, the loop
 has a connection of its own, outside the pool: opened, checked and opened again in a database thread, and taken up
-by the loop only once it is known good. Its locks wait at most LOCK_WAIT_MS and its
-statements run at most STATEMENT_MS on the server, and a watchdog shuts its socket when a trip outlasts
-TRIP_DEADLINE, for a server that does not answer at all. When a trip cannot be taken here, or one of those limits
-runs out, `Unavailable` says so, its transaction has been rolled back, and the caller hands it to a database
-thread (docs/benchmarks.md)."""
+by the loop only once it is known good. Its locks wait at most LOCK_WAIT_MS, its statements run at most
+STATEMENT_MS on the server, its commits do not wait for the server's disk, and a watchdog shuts its socket when a
+trip outlasts TRIP_DEADLINE, for a server that does not answer at all. When a trip cannot be taken here, or one of
+those limits runs out, `Unavailable` says so, its transaction has been rolled back, and the caller hands it to a
+database thread (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -144,7 +144,11 @@ class PostgresConnection:
         config = copy.deepcopy(connections.settings[DEFAULT_DB_ALIAS])
         options = config["OPTIONS"]
         options.pop("pool", None)
-        limits = f"-c lock_timeout={LOCK_WAIT_MS} -c statement_timeout={STATEMENT_MS}"
+        # A commit that waited for the server's disk (3 ms on a small machine) would hold every socket of the process
+        # meanwhile. One that does not can be lost only by a crash of PostgreSQL itself within the next fraction of
+        # a second, as a power loss can lose SQLite's under PRAGMA synchronous=NORMAL; the next commit that waits
+        # for the disk writes it too (docs/operations.md).
+        limits = f"-c lock_timeout={LOCK_WAIT_MS} -c statement_timeout={STATEMENT_MS} -c synchronous_commit=off"
         options["options"] = f"{options.get('options', '')} {limits}".strip()
         options.setdefault("connect_timeout", 2)
         wrapper = load_backend(config["ENGINE"]).DatabaseWrapper(config, DEFAULT_DB_ALIAS)

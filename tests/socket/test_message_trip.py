@@ -98,6 +98,28 @@ async def test_the_loop_leaves_copying_the_log_into_the_database_to_the_database
     assert await stored(conversation) == [("user", "Hi"), ("assistant", "Hello there")]
 
 
+def synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        [(setting,)] = cursor.fetchall()
+    return setting
+
+
+@postgresql_only
+async def test_the_loop_does_not_wait_for_postgresql_to_write_its_commits_to_disk(llm, sockets, conversation, alice):
+    # Syncing a commit to disk takes milliseconds: not on the loop. The database threads' commits wait for it.
+    llm.script(Reply(text="Hello there"))
+    socket = await sockets(conversation, alice)
+    await loop_ready()
+    await started_while_the_database_threads_are_busy(socket, HI)
+    assert (await socket.receive_until("run_finished"))[-1]["status"] == "completed"
+
+    with db.LOOP.trip():
+        on_the_loop = synchronous_commit()
+    assert (on_the_loop, await db.database_sync_to_async(synchronous_commit)()) == ("off", "on")
+    assert await stored(conversation) == [("user", "Hi"), ("assistant", "Hello there")]
+
+
 async def taken_on_the_loop_again(socket, conversation) -> None:
     """The next message is taken by the event loop once more: its run starts while every database thread is busy."""
     await loop_ready()
