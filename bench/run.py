@@ -55,9 +55,20 @@ from .measures import (
     summarize,
     total_writes,
 )
-from .report import chart, commit, hot_spots, machine, markdown, render, shown, targets
+from .report import capacities, chart, commit, hot_spots, machine, markdown, render, shown, targets
 from .search import measure_search
-from .stack import MemorySampler, Profile, Setup, Stack, cpu_seconds, log, rss_kb, scaled_setup, start_stack
+from .stack import (
+    MemorySampler,
+    Profile,
+    Server,
+    Setup,
+    Stack,
+    cpu_seconds,
+    log,
+    rss_kb,
+    scaled_setup,
+    start_stack,
+)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # The capacity search doubles from here when no level has told it more.
@@ -142,12 +153,15 @@ async def play_round(
     return await asyncio.gather(*tasks)
 
 
-async def run_level(bench: Bench, level: Level, profile: Profile | None = None) -> dict[str, Any]:
-    """The level's rounds, both legs in each; the server's writes and memory over the whole level (the direct legs
-    do not touch it), and its processor time over the AgentChat legs alone (between rounds it idles)."""
+async def run_level(
+    bench: Bench, level: Level, profile: Profile | None = None, servers: list[Server] | None = None
+) -> dict[str, Any]:
+    """The level's rounds, both legs in each, its sockets spread over `servers` (all of the setup's by default); the
+    server's writes and memory over the whole level (the direct legs do not touch it), and its processor time over
+    the AgentChat legs alone (between rounds it idles)."""
     stack = bench.stack
     conversations = await bench.api.conversations(level.streams * level.rounds, level.label)
-    sockets = await open_sockets(stack.servers, conversations, bench.token, tolerate=True)
+    sockets = await open_sockets(servers or stack.servers, conversations, bench.token, tolerate=True)
     legs: dict[str, list[list[StreamResult]]] = {"direct": [], "agentchat": []}
     agentchat_seconds = 0.0
     cpu = dict.fromkeys((server.name for server in stack.servers), 0.0)
@@ -230,8 +244,11 @@ def tried(level: dict[str, Any], source: str) -> dict[str, Any]:
     }
 
 
-async def find_capacity(bench: Bench, levels: list[dict[str, Any]]) -> dict[str, Any]:
-    """The most concurrent streams the setup carries (checks.within_capacity), to about 10%.
+async def find_capacity(
+    bench: Bench, levels: list[dict[str, Any]], servers: list[Server] | None = None
+) -> dict[str, Any]:
+    """The most concurrent streams the setup carries (checks.within_capacity), to about 10%, on `servers` (all of
+    its processes by default).
 
     The setup's levels at the usual pace with enough samples count as tried already; then probes of
     MIN_P99_SAMPLES streams or more each, doubling from the most that passed until one fails, then
@@ -253,7 +270,8 @@ async def find_capacity(bench: Bench, levels: list[dict[str, Any]]) -> dict[str,
             break
         rounds = -(-MIN_P99_SAMPLES // streams)
         log(f"capacity: {streams} streams × {rounds} rounds")
-        entry = tried(await run_level(bench, level_for(args, streams, rounds, f"c{streams}")), "probe")
+        probe = level_for(args, streams, rounds, f"c{streams}")
+        entry = tried(await run_level(bench, probe, servers=servers), "probe")
         log(f"capacity: {streams} streams {'carried' if entry['ok'] else 'not carried'}")
         seen.append(entry)
         results[streams] = entry["ok"]
@@ -311,6 +329,11 @@ async def measure(
         if args.capacity_budget > 0:
             mine = [level for level in report["levels"] if level["setup"] == setup.name]
             entry["capacity"] = await find_capacity(bench, mine)
+            if len(stack.servers) > 1:
+                # What the setup's processes carry together against one of them alone, on the same database, Redis
+                # and machine: what a process more brings.
+                log(f"capacity of {stack.servers[0].name} alone, the other processes idle")
+                entry["capacity_one_process"] = await find_capacity(bench, [], stack.servers[:1])
         sampler.stopping.set()
         entry["peak_rss_mb"] = {server.name: rss_kb(server.pid, "VmHWM") / 1024 for server in stack.servers}
 
@@ -373,12 +396,7 @@ def exit_code(report: dict[str, Any], strict: bool) -> int:
         return 1
     if not strict:
         return 0
-    probes = [
-        entry
-        for setup in report["setups"]
-        for entry in (setup.get("capacity") or {}).get("tried", [])
-        if entry["source"] == "probe"
-    ]
+    probes = [entry for capacity in capacities(report) for entry in capacity["tried"] if entry["source"] == "probe"]
     whole = all(intact(level["agentchat"]) for level in report["levels"]) and all(entry["intact"] for entry in probes)
     return 0 if whole else 1
 
@@ -467,7 +485,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--budget",
         type=float,
-        default=float(env("BENCH_BUDGET", "360")),
+        default=float(env("BENCH_BUDGET", "450")),
         help="seconds for the streams of every setup, counted from the start: a level or probe that would start "
         f"with less than {LEAST_LEFT_S} s left is skipped, a second setup with less than {2 * LEAST_LEFT_S} s; "
         "the front door (about a minute) is outside it (default %(default)s)",

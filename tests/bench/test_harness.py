@@ -16,7 +16,7 @@ from bench.checks import MIN_P99_SAMPLES, bracket, check_stream, next_probe, per
 from bench.clients import StreamPlan, StreamResult, direct_client, direct_stream
 from bench.fake_provider import Pace, _reply_for, expected_text, prompt, serve, token
 from bench.measures import collector_summary, summarize
-from bench.report import clearly_more, hot_spots, markdown, render, targets
+from bench.report import capacity_lines, clearly_more, hot_spots, markdown, render, targets
 from bench.run import exit_code, parse_args, round_order
 from bench.server import CollectorWatch, WriteCounter
 
@@ -395,6 +395,22 @@ def test_two_processes_carry_clearly_more_only_against_the_most_one_may_carry():
     # Nothing failed on one process (the search's ceiling): it may carry any number.
     assert not clearly_more(_capacity(800, None), _capacity(800, None))
     assert clearly_more(_capacity(12, 14), _capacity(0, 10))
+
+
+def test_two_processes_are_held_against_one_on_sqlite_and_against_one_of_them_alone():
+    report = _report()
+    scaled = {"name": "scaled", "mode": "PostgreSQL + Redis", "processes": 2, "capacity": _capacity(200, 225)}
+    scaled["capacity_one_process"] = _capacity(137, 150)
+    report["setups"] = [{"name": "sqlite", "mode": "SQLite", "processes": 1, "capacity": _capacity(181, 200)}, scaled]
+    checks = {check["target"]: (check["measured"], check["met"]) for check in targets(report)}
+    against = "two processes on PostgreSQL + Redis carry clearly more streams than "
+    assert checks[against + "one on SQLite"] == ("200 against 181", False)
+    assert checks[against + "one of them alone"] == ("200 against 137", True)
+    assert "PostgreSQL + Redis ×2, one process alone: 137 concurrent streams (tried: nothing)" in capacity_lines(report)
+
+    assert exit_code(report, strict=True) == 0
+    scaled["capacity_one_process"]["tried"] = [_probe(lost=1)]
+    assert exit_code(report, strict=True) == 1
 
 
 def test_markdown_has_one_dated_table_with_its_commit():
