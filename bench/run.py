@@ -331,7 +331,7 @@ async def measure(
             entry["capacity"] = await find_capacity(bench, mine)
             if len(stack.servers) > 1:
                 # What the setup's processes carry together against one of them alone, on the same database, Redis
-                # and machine: what a process more brings.
+                # and machine: what one more process brings.
                 log(f"capacity of {stack.servers[0].name} alone, the other processes idle")
                 entry["capacity_one_process"] = await find_capacity(bench, [], stack.servers[:1])
         sampler.stopping.set()

@@ -147,7 +147,7 @@ class PostgresConnection:
         # A commit that waited for the server's disk (3 ms on a small machine) would hold every socket of the process
         # meanwhile. One that does not can be lost only by a crash of PostgreSQL itself within the next fraction of
         # a second, as a power loss can lose SQLite's under PRAGMA synchronous=NORMAL; the next commit that waits
-        # for the disk writes it too (docs/operations.md).
+        # for the disk writes it too (docs/decisions.md).
         limits = f"-c lock_timeout={LOCK_WAIT_MS} -c statement_timeout={STATEMENT_MS} -c synchronous_commit=off"
         options["options"] = f"{options.get('options', '')} {limits}".strip()
         options.setdefault("connect_timeout", 2)
