@@ -75,11 +75,12 @@ async def test_a_message_is_taken_and_its_run_started_while_the_database_threads
     assert await stored(conversation) == [("user", "Hi"), ("assistant", "Hello there")]
 
 
-def autocheckpoint() -> int:
+def setting(sql: str):
+    """The one value `sql` reads, on the connection the thread (or the loop's trip) has."""
     with connection.cursor() as cursor:
-        cursor.execute("PRAGMA wal_autocheckpoint")
-        [(pages,)] = cursor.fetchall()
-    return pages
+        cursor.execute(sql)
+        [(value,)] = cursor.fetchall()
+    return value
 
 
 @sqlite_only
@@ -93,16 +94,10 @@ async def test_the_loop_leaves_copying_the_log_into_the_database_to_the_database
     assert (await socket.receive_until("run_finished"))[-1]["status"] == "completed"
 
     with loop_trip.loop_set_aside():
-        on_the_loop = autocheckpoint()
-    assert (on_the_loop, await db.database_sync_to_async(autocheckpoint)()) == (0, 1000)
+        on_the_loop = setting("PRAGMA wal_autocheckpoint")
+    in_a_thread = await db.database_sync_to_async(setting)("PRAGMA wal_autocheckpoint")
+    assert (on_the_loop, in_a_thread) == (0, 1000)
     assert await stored(conversation) == [("user", "Hi"), ("assistant", "Hello there")]
-
-
-def synchronous_commit() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW synchronous_commit")
-        [(setting,)] = cursor.fetchall()
-    return setting
 
 
 @postgresql_only
@@ -115,8 +110,9 @@ async def test_the_loop_does_not_wait_for_postgresql_to_write_its_commits_to_dis
     assert (await socket.receive_until("run_finished"))[-1]["status"] == "completed"
 
     with db.LOOP.trip():
-        on_the_loop = synchronous_commit()
-    assert (on_the_loop, await db.database_sync_to_async(synchronous_commit)()) == ("off", "on")
+        on_the_loop = setting("SHOW synchronous_commit")
+    in_a_thread = await db.database_sync_to_async(setting)("SHOW synchronous_commit")
+    assert (on_the_loop, in_a_thread) == ("off", "on")
     assert await stored(conversation) == [("user", "Hi"), ("assistant", "Hello there")]
 
 
