@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from importlib import import_module
 from typing import NamedTuple, TypedDict
@@ -42,7 +42,7 @@ from tools.registry import Tool, ToolContext
 from .decisions import decision_of, decisions_for
 from .models import Attachment, Conversation, Message, PendingConfirmation, TokenUsage, ToolJob
 from .search import conversations_search
-from .sql import MARKER, param, prepared, rows, statement
+from .sql import MARKER, Reads, param, prepared, rows, statement
 
 IMAGE_KINDS = {Attachment.Kind.PNG, Attachment.Kind.JPEG}
 
@@ -72,24 +72,44 @@ def socket_access(user_id, session_key: str | None) -> SocketAccess:
     A socket signed in by a session keeps its user only while that session would still sign them in over
     HTTP (the checks of django.contrib.auth.get_user): signing out or a new password ends it.
     """
-    user = next(iter(rows(get_user_model(), *USER(user_id))), None)
+    reads = Reads()
+    access = access_read(reads, user_id, session_key)
+    reads.send()
+    return access()
+
+
+def access_read(reads: Reads, user_id, session_key: str | None) -> Callable[[], SocketAccess]:
+    """socket_access, with the user and their permissions read among `reads`: what it gives once they are sent."""
+    users = reads.add(get_user_model(), *USER(user_id))
+    granted = None
+    if _model_backend_only(tuple(settings.AUTHENTICATION_BACKENDS)):
+        granted = reads.add(None, *USER_PERMISSIONS(user_id))
+    return lambda: _access(next(iter(users()), None), session_key, granted)
+
+
+def _access(user, session_key: str | None, granted: Callable[[], list] | None) -> SocketAccess:
     if user is None:
         return SocketAccess(None, "gone", frozenset())
     if not user.is_active:
         return SocketAccess(None, "inactive", frozenset())
     if session_key is not None and not _session_signs_in(session_key, user):
         return SocketAccess(None, "signed_out", frozenset())
-    return SocketAccess(user, "", _all_permissions(user))
+    return SocketAccess(user, "", _all_permissions(user, granted))
 
 
-def _all_permissions(user) -> frozenset[str]:
-    """`user.get_all_permissions()`, read in one statement compiled once when Django's ModelBackend is the only
-    backend that grants any: building its two queries took a third of a run's start (docs/benchmarks.md)."""
-    if not _model_backend_only(tuple(settings.AUTHENTICATION_BACKENDS)):
+def _all_permissions(user, granted: Callable[[], list] | None) -> frozenset[str]:
+    """`user.get_all_permissions()`, read in one statement compiled once (`granted`, the user's own and their
+    groups') when Django's ModelBackend is the only backend that grants any: building its two queries took a
+    third of a run's start (docs/benchmarks.md)."""
+    if granted is None:
         return frozenset(user.get_all_permissions())
-    with connection.cursor() as cursor:
-        cursor.execute(*(SUPERUSER_PERMISSIONS if user.is_superuser else USER_PERMISSIONS)(user.pk))
-        permissions = {f"{app_label}.{codename}" for app_label, codename in cursor.fetchall()}
+    if user.is_superuser:
+        with connection.cursor() as cursor:
+            cursor.execute(*SUPERUSER_PERMISSIONS(user.pk))
+            found = cursor.fetchall()
+    else:
+        found = granted()
+    permissions = {f"{app_label}.{codename}" for app_label, codename in found}
     user._perm_cache = permissions  # where ModelBackend keeps them, so that has_perm asks nothing more
     return frozenset(permissions)
 
@@ -383,20 +403,37 @@ ORDER BY {Message.created_at}, {Message.id}
 """
 
 
+def _history_query(conversation: Conversation) -> tuple:
+    return Message, statement(HISTORY), [param(Conversation, "id", conversation.pk), False, Message.Status.STREAMING]
+
+
+def history_read(reads: Reads, conversation: Conversation) -> Callable[[], list[Message]]:
+    """The messages provider_history makes the history of, read among `reads`."""
+    return reads.add(*_history_query(conversation))
+
+
 def provider_history(
-    conversation: Conversation, *, file_tokens: int = 0, vision: bool = False, has_files: bool = True
+    conversation: Conversation,
+    *,
+    file_tokens: int = 0,
+    vision: bool = False,
+    has_files: bool = True,
+    earlier: list[Message] | None = None,
+    asked: str = "",
 ) -> list[ChatMessage]:
     """The conversation as the engine sees it: finished, live messages only, every tool call followed by its result.
 
     The newest user message carries its attachments' text within `file_tokens` (and, with `vision`, its
     images); earlier ones only name theirs. `has_files=False`: the caller knows the conversation has none.
+    `earlier`: the messages history_read found before `asked`, a new question without files, was stored.
     """
     history: list[ChatMessage] = []
-    params = [param(Conversation, "id", conversation.pk), False, Message.Status.STREAMING]
-    messages = rows(Message, statement(HISTORY), params)
+    messages = rows(*_history_query(conversation)) if earlier is None else earlier
     if has_files:
         prefetch_related_objects(messages, "attachments")
     newest_user = max((i for i, message in enumerate(messages) if message.role == Message.Role.USER), default=-1)
+    if asked:
+        newest_user = len(messages)
     for position, message in enumerate(messages):
         if message.role == Message.Role.ASSISTANT:
             if not message.content and not message.tool_calls:
@@ -419,6 +456,8 @@ def provider_history(
             history.append(_with_files(message, newest=position == newest_user, file_tokens=file_tokens, vision=vision))
         else:
             history.append({"role": message.role, "content": message.content})
+    if asked:
+        history.append({"role": "user", "content": asked})
     return history
 
 

@@ -4,6 +4,7 @@ way in and out: building a query costs Django's ORM several times what the datab
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Callable
@@ -142,10 +143,48 @@ def rows(model, sql: str, params) -> list:
     db = current()
     with db.cursor() as cursor:
         cursor.execute(sql, params)
-        make = _MAKERS.get((model, sql))
-        if make is None:
-            make = _MAKERS[model, sql] = _maker(model, tuple(column[0] for column in cursor.description))
-        return [make(row, db) for row in cursor.fetchall()]
+        return _fetched(model, sql, cursor, db)
+
+
+def _fetched(model, sql: str, cursor, db) -> list:
+    found = cursor.fetchall()
+    if model is None:
+        return found
+    make = _MAKERS.get((model, sql))
+    if make is None:
+        make = _MAKERS[model, sql] = _maker(model, tuple(column[0] for column in cursor.description))
+    return [make(row, db) for row in found]
+
+
+class Reads:
+    """Reads sent to the database together: on PostgreSQL in one pipeline, so that a run's start waits for one
+    answer of the server for all of them rather than one for each (docs/benchmarks.md); elsewhere one after the
+    other. `add` each read, `send()` them, then call what `add` gave for its rows."""
+
+    def __init__(self) -> None:
+        self._queued: list[tuple] = []
+        self._found: list[list] = []
+
+    def add(self, model, sql: str, params) -> Callable[[], list]:
+        """The read's rows once sent: instances of `model`, as rows() makes them, or tuples where it is None."""
+        index = len(self._queued)
+        self._queued.append((model, sql, params))
+        return lambda: self._found[index]
+
+    def send(self) -> None:
+        db = current()
+        if db.vendor != "postgresql":
+            self._found = [rows(model, sql, params) for model, sql, params in self._queued]
+            return
+        db.ensure_connection()
+        with contextlib.ExitStack() as closing:
+            cursors = [closing.enter_context(db.cursor()) for _ in self._queued]
+            # Leaving the pipeline waits for every answer at once; an error of one read is raised there, as Django's.
+            with db.wrap_database_errors, db.connection.pipeline():
+                for cursor, (_, sql, params) in zip(cursors, self._queued, strict=True):
+                    cursor.execute(sql, params)
+            read = zip(self._queued, cursors, strict=True)
+            self._found = [_fetched(model, sql, cursor, db) for (model, sql, _), cursor in read]
 
 
 # How rows() makes instances, by model and statement: a few fixed statements, each with its own columns.

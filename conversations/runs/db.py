@@ -30,6 +30,7 @@ from .. import selectors, services
 from ..exceptions import AccessRefused, Busy, Invalid, NotFound, RateLimited
 from ..models import Conversation, PendingConfirmation
 from ..ratelimit import SharedWindow
+from ..sql import Reads
 from . import loop_trip
 from .frames import message_frame
 
@@ -106,12 +107,13 @@ def accept_turn(
     socket and run of the process shares: the user checked as stored now, the turn's writes made under the gate,
     and the run's first steps. `access` is (user, session key, permissions the socket opened with); the turn's
     `attachments` are ids, checked here."""
-    user = _acting(*access)
-    admit = functools.partial(admission, user)
     if turn.kind == "message" and not turn.attachments:
-        taken = services.message_intake(conversation=conversation, user=user, turn=turn, admit=admit)
+        user, taken, earlier = _intake(conversation, access, turn, admission)
         if taken is not None:
-            return _taken_in(turn, user, taken, _intake_inputs(conversation, user, turn, registry, taken))
+            return _taken_in(turn, user, taken, _intake_inputs(conversation, user, turn, registry, taken, earlier))
+    else:
+        user = _acting(*access)
+    admit = functools.partial(admission, user)
     start = selectors.turn_start(conversation, user, turn.client_id)
     if start.seen is not None:
         return Accepted(echo=message_frame(start.seen, turn.client_id))
@@ -172,21 +174,44 @@ def _message_here(conversation, access, turn: services.Turn, admission: Admissio
     taken = inputs = None
     try:
         with LOOP.trip():
-            user = _acting(*access)
-            admit = functools.partial(admission, user)
-            taken = services.message_intake(conversation=conversation, user=user, turn=turn, admit=admit)
+            user, taken, earlier = _intake(conversation, access, turn, admission)
             if taken is None:
                 return None
-            inputs = _intake_inputs(conversation, user, turn, registry, taken)
+            inputs = _intake_inputs(conversation, user, turn, registry, taken, earlier)
     except loop_trip.Unavailable:
         if taken is None:
             return None
     return _taken_in(turn, user, taken, inputs)
 
 
-def _intake_inputs(conversation, user, turn: services.Turn, registry, taken: services.Intake):
+def _intake(conversation, access, turn: services.Turn, admission: Admission):
+    """services.message_intake, after the user as stored now, their permissions, the conversation's state and its
+    history have been read together (one answer of the server on PostgreSQL): (the user, what was taken in or
+    None, the history as it was before)."""
+    user, session_key, permissions = access
+    reads = Reads()
+    now = selectors.access_read(reads, user.pk, session_key)
+    fresh = services.state_read(reads, conversation, turn, user.pk)
+    earlier = selectors.history_read(reads, conversation)
+    reads.send()
+    user = _allowed(now(), permissions)
+    admit = functools.partial(admission, user)
+    taken = services.message_intake(conversation=conversation, user=user, turn=turn, admit=admit, fresh=fresh())
+    return user, taken, earlier()
+
+
+def _intake_inputs(conversation, user, turn: services.Turn, registry, taken: services.Intake, earlier):
     context = turn.metadata["context"]
-    return _round_inputs(conversation, user, registry, user_now=user, context=context, has_files=taken.has_files)
+    return _round_inputs(
+        conversation,
+        user,
+        registry,
+        user_now=user,
+        context=context,
+        has_files=taken.has_files,
+        earlier=earlier,
+        asked=turn.content,
+    )
 
 
 def _taken_in(turn: services.Turn, user, taken: services.Intake, inputs) -> Accepted:
@@ -196,7 +221,10 @@ def _taken_in(turn: services.Turn, user, taken: services.Intake, inputs) -> Acce
 
 def _acting(user, session_key: str | None, permissions: frozenset[str]):
     """The socket's user as stored now, or AccessRefused: signed in still, active, with the same permissions."""
-    now = selectors.socket_access(user.pk, session_key)
+    return _allowed(selectors.socket_access(user.pk, session_key), permissions)
+
+
+def _allowed(now: selectors.SocketAccess, permissions: frozenset[str]):
     if now.user is None:
         raise AccessRefused(now.refusal)
     if now.permissions != permissions:
@@ -259,11 +287,15 @@ def _round_inputs(
     user_now=None,
     context: dict | None = None,
     has_files: bool = True,
+    earlier: list | None = None,
+    asked: str = "",
 ) -> tuple[list, list, str, dict]:
     """What a round asks the provider with: the history, the tools the user may use now, the system prompt.
 
     `user_now` is the user as just read from the database, and `context` the newest message's page context, when
     the caller has them; otherwise they are read. `has_files=False`: the caller knows there are no files.
+    `earlier` and `asked`: the history read before the question was stored, and the question
+    (selectors.provider_history).
     """
     files = selectors.files_listed(conversation, user) if has_files else []
     history = selectors.provider_history(
@@ -271,6 +303,8 @@ def _round_inputs(
         file_tokens=int(settings.CONTEXT_TOKEN_BUDGET * FILE_SHARE),
         vision=settings.LLM_VISION,
         has_files=bool(files),
+        earlier=earlier,
+        asked=asked,
     )
     if context is None:
         context = selectors.last_user_context(conversation)

@@ -14,7 +14,7 @@ from .conversations import (
     conversation_restore,
     title_from_text,
 )
-from .intake import Intake, message_intake
+from .intake import Intake, message_intake, state_read
 from .jobs import (
     job_outcome,
     tool_job_beat,
@@ -87,6 +87,7 @@ __all__ = [
     "message_intake",
     "run_begin",
     "run_open",
+    "state_read",
     "title_from_text",
     "tool_job_beat",
     "tool_job_cancel",

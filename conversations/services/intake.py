@@ -1,6 +1,7 @@
-"""A new message's way in, in the common case, as few and as cheap statements as it allows: one read of the
-conversation, then the gate taken with the message, the answer's row and the audit rows of both stored, all or
-none of it: one statement on PostgreSQL, one transaction on SQLite.
+"""A new message's way in, in the common case, as few and as cheap statements as it allows: the conversation's
+state read (together with the user and the history, sql.Reads), then the gate taken with the message, the
+answer's row and the audit rows of both stored, all or none of it: one statement on PostgreSQL, one transaction
+on SQLite.
 
 Every run's start waits for this, and each process's starts queue on one database thread, so its cost is the
 time to first token under load (docs/benchmarks.md). Building a query costs Django's ORM several times what the
@@ -21,7 +22,7 @@ from django.utils import timezone
 
 from .. import selectors
 from ..models import AuditEvent, Conversation, Message, PendingConfirmation
-from ..sql import insert, new_rows, param, rows, statement, stored
+from ..sql import Reads, insert, new_rows, param, statement, stored
 from .conversations import title_from_text
 from .messages import without_files
 from .turns import Turn
@@ -54,7 +55,7 @@ CLAIM = """
 UPDATE {Conversation}
 SET {Conversation.active_run_id} = %s, {Conversation.active_run_since} = %s, {Conversation.active_run_heartbeat} = %s,
   {Conversation.title} = %s, {Conversation.updated_at} = %s
-WHERE {Conversation.id} = %s AND {Conversation.active_run_id} IS NULL
+WHERE {Conversation.id} = %s AND {Conversation.active_run_id} IS NULL AND {Conversation.updated_at} = %s
 """
 # On PostgreSQL, the gate and the rows that go with it, in one statement: the rows only if the gate was free.
 STORE = """
@@ -67,21 +68,31 @@ SELECT {{Message.id}} FROM stored ORDER BY {{Message.id}}
 MESSAGE_ID = ((0, "data", "({} || jsonb_build_object('message_id', (SELECT min({Message.id}) FROM stored)))"),)
 
 
-def message_intake(*, conversation: Conversation, user, turn: Turn, admit: Callable[[], None]) -> Intake | None:
-    """Take `turn` (a message without attachments) in and open its run, or None, storing nothing, when it is not
-    the common case. The conversation is read again in place. `admit` runs before anything is stored (on SQLite
-    once the gate is taken, on PostgreSQL before it is tried) and may raise (the budget, the rate limit): nothing
-    is stored then."""
+def state_read(reads: Reads, conversation: Conversation, turn: Turn, user_id) -> Callable[[], Conversation | None]:
+    """The conversation as message_intake takes it (STATE), read among `reads`."""
     statuses = [PendingConfirmation.Status.PENDING, *PendingConfirmation.DECIDED]
-    params = [turn.client_id, user.pk, *statuses, param(Conversation, "id", conversation.pk)]
-    fresh = next(iter(rows(Conversation, statement(STATE), params)), None)
+    params = [turn.client_id, user_id, *statuses, param(Conversation, "id", conversation.pk)]
+    found = reads.add(Conversation, statement(STATE), params)
+    return lambda: next(iter(found()), None)
+
+
+def message_intake(
+    *, conversation: Conversation, user, turn: Turn, admit: Callable[[], None], fresh: Conversation | None
+) -> Intake | None:
+    """Take `turn` (a message without attachments) in and open its run, or None, storing nothing, when it is not
+    the common case. `fresh` is the conversation as state_read found it: the gate is taken only if nothing has
+    changed it since (a run that ended meanwhile moved its `updated_at`), as what was read with it (the history)
+    must still hold. `admit` runs before anything is stored (on SQLite once the gate is taken, on PostgreSQL
+    before it is tried) and may raise (the budget, the rate limit): nothing is stored then."""
     if fresh is None or fresh.seen is not None or fresh.is_archived or fresh.unsettled or not turn.content.strip():
         return None
+    read_at = param(Conversation, "updated_at", fresh.updated_at)
     selectors.refreshed(conversation, fresh)
     now, run_id = timezone.now(), uuid.uuid4()
     title = conversation.title or title_from_text(turn.content)
     stamp = param(Conversation, "updated_at", now)
-    claim = [param(Conversation, "active_run_id", run_id), stamp, stamp, title, stamp, params[-1]]
+    key = param(Conversation, "id", conversation.pk)
+    claim = [param(Conversation, "active_run_id", run_id), stamp, stamp, title, stamp, key, read_at]
     question = Message(
         conversation=conversation,
         role=Message.Role.USER,

@@ -11,6 +11,7 @@ import pytest
 from django.db import DataError, connection, transaction
 from django.forms.models import model_to_dict
 from django.utils import timezone
+from psycopg import pq
 
 from conversations import services, sql
 from conversations.api.serializers import MessageSerializer
@@ -23,9 +24,9 @@ from tools.registry import registry
 
 accept_turn = db.accept_turn.func
 # The user and their permissions (2), the conversation with what the client_id stored, whether there are files
-# and whether decisions wait to be settled (1), then the gate with the title, the message and the answer's row,
-# and their audit rows: one statement on PostgreSQL, a transaction of five on SQLite (with BEGIN and COMMIT); and
-# the history (1).
+# and whether decisions wait to be settled (1), and the history (1); then the gate with the title, the message and
+# the answer's row, and their audit rows: one statement on PostgreSQL, a transaction of five on SQLite (with BEGIN
+# and COMMIT).
 MOST_STATEMENTS = 5 if connection.vendor == "postgresql" else 9
 HELLO = services.Turn("message", "Hello", "c-1", metadata={"context": {}})
 
@@ -77,6 +78,50 @@ def test_a_new_message_is_taken_in_with_a_bounded_number_of_statements(alice, li
         },
         {"kind": "run_started", "actor": alice.pk, "data": {"run_id": str(accepted.run_id)}},
     ]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="pipelines are PostgreSQL's")
+def test_a_new_messages_reads_reach_postgresql_together_before_its_one_write(alice, limiter):
+    conversation = services.conversation_create(owner=alice)
+    permissions = frozenset(alice.get_all_permissions())
+    seen = []
+
+    def pipelined(execute, sql, params, many, context):
+        seen.append((sql.split()[0], context["connection"].connection.pgconn.pipeline_status == pq.PipelineStatus.ON))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(pipelined):
+        accept_turn(conversation, (alice, None, permissions), HELLO, db.Admission(limiter), registry)
+
+    # The user, their permissions, the conversation's state and its history: one answer of the server for the four.
+    assert seen == [("SELECT", True)] * 4 + [("WITH", False)]
+
+
+def test_a_run_that_ended_between_a_messages_reads_and_its_gate_leaves_it_to_the_general_way(alice, limiter):
+    conversation = services.conversation_create(owner=alice)
+    access = (alice, None, frozenset(alice.get_all_permissions()))
+    reads = sql.Reads()
+    fresh = services.state_read(reads, conversation, HELLO, alice.pk)
+    reads.send()
+    # Meanwhile, another socket's message is taken in, and its run ends.
+    other = accept_turn(
+        conversation,
+        access,
+        services.Turn("message", "First", "c-0", metadata={"context": {}}),
+        db.Admission(limiter),
+        registry,
+    )
+    services.conversation_run_release(conversation=conversation, run_id=other.run_id)
+
+    taken = services.message_intake(
+        conversation=conversation, user=alice, turn=HELLO, admit=lambda: None, fresh=fresh()
+    )
+
+    # What was read with the state (the history) no longer holds: nothing is stored, and the gate stays free.
+    assert taken is None
+    conversation.refresh_from_db()
+    assert conversation.active_run_id is None
+    assert list(conversation.messages.filter(role="user").values_list("content", flat=True)) == ["First"]
 
 
 def test_a_message_over_the_rate_limit_stores_nothing_and_leaves_the_gate_open(alice):

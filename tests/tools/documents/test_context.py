@@ -10,7 +10,7 @@ from agentchat.agent.prompts import build_system_prompt
 from agentchat.agent.providers.local import to_chatml_messages
 from agentchat.agent.providers.openai_compatible import to_wire_messages
 from agentchat.tokens import clip_to_tokens, count_tokens
-from conversations import selectors, services
+from conversations import selectors, services, sql
 from conversations.models import Message
 from tools.documents.context import catalogue, describe, files_prompt, with_files, with_references
 from tools.files import StoredFile
@@ -138,6 +138,24 @@ def test_the_newest_message_carries_its_files_text_and_older_ones_a_reference(co
     listed = selectors.files_listed(conversation, alice)
     assert [file["id"] for file in listed] == [str(second.pk), str(first.pk)]
     assert all("name" not in file for file in listed)
+
+
+@pytest.mark.django_db
+def test_a_history_read_before_a_new_question_was_stored_is_the_one_read_after(conversation):
+    report = attach(conversation, "report.pdf", samples.report_pdf())
+    old, _ = services.message_append(conversation=conversation, role=Message.Role.USER, content="read this")
+    old.attachments.set([report])
+    services.message_append(conversation=conversation, role=Message.Role.ASSISTANT, content="Done.")
+    reads = sql.Reads()
+    earlier = selectors.history_read(reads, conversation)
+    reads.send()
+
+    before = selectors.provider_history(conversation, file_tokens=1000, earlier=earlier(), asked="and the total?")
+    services.message_append(conversation=conversation, role=Message.Role.USER, content="and the total?")
+
+    assert before == selectors.provider_history(conversation, file_tokens=1000)
+    # The new question is the newest: the earlier file is named, not read out.
+    assert "Quarterly report" not in before[0]["content"] and before[-1]["content"] == "and the total?"
 
 
 @pytest.mark.django_db
