@@ -14,6 +14,9 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Permission
+from django.contrib.sessions.backends.base import SessionBase
+from django.contrib.sessions.backends.db import SessionStore as DatabaseSessions
+from django.contrib.sessions.models import Session
 from django.db import connection
 from django.db.models import (
     BigIntegerField,
@@ -79,20 +82,25 @@ def socket_access(user_id, session_key: str | None) -> SocketAccess:
 
 
 def access_read(reads: Reads, user_id, session_key: str | None) -> Callable[[], SocketAccess]:
-    """socket_access, with the user and their permissions read among `reads`: what it gives once they are sent."""
+    """socket_access, with the user, their permissions and the session read among `reads`: what it gives once they
+    are sent."""
     users = reads.add(get_user_model(), *USER(user_id))
-    granted = None
+    granted = stored = None
     if _model_backend_only(tuple(settings.AUTHENTICATION_BACKENDS)):
         granted = reads.add(None, *USER_PERMISSIONS(user_id))
-    return lambda: _access(next(iter(users()), None), session_key, granted)
+    if session_key is not None and _sessions() is DatabaseSessions:
+        stored = reads.add(None, _session_statement(), [session_key, param(Session, "expire_date", timezone.now())])
+    return lambda: _access(next(iter(users()), None), session_key, stored, granted)
 
 
-def _access(user, session_key: str | None, granted: Callable[[], list] | None) -> SocketAccess:
+def _access(
+    user, session_key: str | None, stored: Callable[[], list] | None, granted: Callable[[], list] | None
+) -> SocketAccess:
     if user is None:
         return SocketAccess(None, "gone", frozenset())
     if not user.is_active:
         return SocketAccess(None, "inactive", frozenset())
-    if session_key is not None and not _session_signs_in(session_key, user):
+    if session_key is not None and not _session_signs_in(_session(session_key, stored), user):
         return SocketAccess(None, "signed_out", frozenset())
     return SocketAccess(user, "", _all_permissions(user, granted))
 
@@ -136,9 +144,28 @@ USER_PERMISSIONS = prepared(functools.partial(_permissions, False))
 SUPERUSER_PERMISSIONS = prepared(functools.partial(_permissions, True))
 
 
-def _session_signs_in(session_key: str, user: AbstractBaseUser) -> bool:
-    # load() gives nothing for a session that was deleted, has expired or does not decode.
-    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
+def _sessions() -> type[SessionBase]:
+    return import_module(settings.SESSION_ENGINE).SessionStore
+
+
+@functools.cache
+def _session_statement() -> str:
+    """What the database's session store loads of a session that has not expired (SessionStore.load)."""
+    quote, meta = connection.ops.quote_name, Session._meta
+    data, key, expires = (quote(meta.get_field(name).column) for name in ("session_data", "session_key", "expire_date"))
+    return f"SELECT {data} FROM {quote(meta.db_table)} WHERE {key} = %s AND {expires} > %s"  # noqa: S608 - names
+
+
+def _session(session_key: str, stored: Callable[[], list] | None) -> dict:
+    """The session's data; nothing for a session that was deleted, has expired or does not decode. `stored`: the
+    database's session row, read with the user."""
+    if stored is None:
+        return _sessions()(session_key).load()
+    found = stored()
+    return DatabaseSessions().decode(found[0][0]) if found else {}
+
+
+def _session_signs_in(session: dict, user: AbstractBaseUser) -> bool:
     session_hash = session.get(HASH_SESSION_KEY)
     return (
         session.get(SESSION_KEY) == user._meta.pk.value_to_string(user)
@@ -431,9 +458,11 @@ def provider_history(
     messages = rows(*_history_query(conversation)) if earlier is None else earlier
     if has_files:
         prefetch_related_objects(messages, "attachments")
-    newest_user = max((i for i, message in enumerate(messages) if message.role == Message.Role.USER), default=-1)
-    if asked:
-        newest_user = len(messages)
+    newest_user = (
+        len(messages)
+        if asked
+        else max((i for i, message in enumerate(messages) if message.role == Message.Role.USER), default=-1)
+    )
     for position, message in enumerate(messages):
         if message.role == Message.Role.ASSISTANT:
             if not message.content and not message.tool_calls:

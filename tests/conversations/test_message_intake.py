@@ -81,8 +81,8 @@ def test_a_new_message_is_taken_in_with_a_bounded_number_of_statements(alice, li
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="pipelines are PostgreSQL's")
-def test_a_new_messages_reads_reach_postgresql_together_before_its_one_write(alice, limiter):
-    conversation = services.conversation_create(owner=alice)
+def test_a_new_messages_reads_reach_postgresql_together_before_its_one_write(alice, client, limiter):
+    client.force_login(alice)
     permissions = frozenset(alice.get_all_permissions())
     seen = []
 
@@ -90,11 +90,16 @@ def test_a_new_messages_reads_reach_postgresql_together_before_its_one_write(ali
         seen.append((sql.split()[0], context["connection"].connection.pgconn.pipeline_status == pq.PipelineStatus.ON))
         return execute(sql, params, many, context)
 
-    with connection.execute_wrapper(pipelined):
-        accept_turn(conversation, (alice, None, permissions), HELLO, db.Admission(limiter), registry)
+    for session_key in (None, client.session.session_key):  # a socket signed in by a token, then by a session
+        seen.clear()
+        conversation = services.conversation_create(owner=alice)
+        with connection.execute_wrapper(pipelined):
+            accept_turn(conversation, (alice, session_key, permissions), HELLO, db.Admission(limiter), registry)
 
-    # The user, their permissions, the conversation's state and its history: one answer of the server for the four.
-    assert seen == [("SELECT", True)] * 4 + [("WITH", False)]
+        # The user, their permissions, the session, the conversation's state and its history: one answer of the
+        # server for all of them.
+        reads = 4 if session_key is None else 5
+        assert seen == [("SELECT", True)] * reads + [("WITH", False)]
 
 
 def test_a_run_that_ended_between_a_messages_reads_and_its_gate_leaves_it_to_the_general_way(alice, limiter):

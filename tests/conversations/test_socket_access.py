@@ -4,10 +4,15 @@ tools the user may use."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
-from django.contrib.auth import get_user_model
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth.backends import BaseBackend
 from django.contrib.auth.models import Group, Permission
+from django.contrib.sessions.backends.signed_cookies import SessionStore
+from django.contrib.sessions.models import Session
+from django.utils import timezone
 
 from conversations import selectors
 from tools.registry import registry
@@ -73,3 +78,21 @@ def test_a_user_gone_or_deactivated_is_refused(alice):
     alice.is_active = False
     alice.save()
     assert selectors.socket_access(alice.pk, None).refusal == "inactive"
+
+
+def test_a_session_signs_the_socket_in_until_it_expires_and_its_store_is_asked_too(alice, client, settings):
+    client.force_login(alice)
+    session_key = client.session.session_key
+
+    assert selectors.socket_access(alice.pk, session_key).user == alice
+    Session.objects.filter(session_key=session_key).update(expire_date=timezone.now() - timedelta(seconds=1))
+    assert selectors.socket_access(alice.pk, session_key).refusal == "signed_out"
+
+    # A store other than the database's is asked as Django asks it: the signed cookie carries the session itself.
+    settings.SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
+    cookie = SessionStore()
+    cookie.update({SESSION_KEY: str(alice.pk), BACKEND_SESSION_KEY: settings.AUTHENTICATION_BACKENDS[0]})
+    cookie[HASH_SESSION_KEY] = alice.get_session_auth_hash()
+    cookie.save()
+    assert selectors.socket_access(alice.pk, cookie.session_key).user == alice
+    assert selectors.socket_access(alice.pk, cookie.session_key + "x").refusal == "signed_out"
