@@ -6,10 +6,10 @@ One process tree per setup: this driver starts the fake provider (bench/fake_pro
 database with Redis. At each concurrency level, round after round, N direct streams (aiohttp) and
 N WebSocket clients (each: a conversation of its own made over the REST API with a JWT, first-frame auth,
 one message, read until `run_finished`) ask for the same N streams, the direct client first in every other
-round. Then it searches each setup's capacity: the most concurrent streams it carries within the bound on
-added time to first token; then, once, the front door (bench/front_door.py: three 10 MB uploads, two 60 MB
-bodies refused, pings meanwhile). It prints a table and writes bench/results/bench-<time>.json, .md and
-.png (and latest.json / latest.md / latest.png).
+round. Every setup's processes are left running while the next is measured; then their capacity searches take
+turns: the most concurrent streams each carries within the bound on added time to first token; then, once, the
+front door (bench/front_door.py: three 10 MB uploads, two 60 MB bodies refused, pings meanwhile). It prints a
+table and writes bench/results/bench-<time>.json, .md and .png (and latest.json / latest.md / latest.png).
 
     python -m bench --help
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -26,9 +27,10 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -70,6 +72,7 @@ from .stack import (
     start_stack,
 )
 
+T = TypeVar("T")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # The capacity search doubles from here when no level has told it more.
 CAPACITY_START = 50
@@ -129,10 +132,15 @@ def stream_plans(args: argparse.Namespace, level: Level) -> list[list[StreamPlan
     return [[StreamPlan(name, level.tokens, pace.for_stream(name)) for name in row] for row in names]
 
 
-def round_order(index: int) -> tuple[str, str]:
-    """The legs of round `index`: direct first in even rounds, AgentChat first in odd ones (ABBA), so that
-    a drift in the machine's speed during a level falls on both alike."""
-    return ("direct", "agentchat") if index % 2 == 0 else ("agentchat", "direct")
+def in_turn(items: Sequence[T], index: int) -> list[T]:
+    """`items` in their order on even turns and the other way round on odd ones (ABBA), so that a drift in the
+    machine's speed falls on each alike."""
+    return list(items if index % 2 == 0 else reversed(items))
+
+
+def round_order(index: int) -> list[str]:
+    """The legs of round `index`: direct first in even rounds, AgentChat first in odd ones."""
+    return in_turn(("direct", "agentchat"), index)
 
 
 async def play_round(
@@ -244,42 +252,66 @@ def tried(level: dict[str, Any], source: str) -> dict[str, Any]:
     }
 
 
-async def find_capacity(
-    bench: Bench, levels: list[dict[str, Any]], servers: list[Server] | None = None
-) -> dict[str, Any]:
-    """The most concurrent streams the setup carries (checks.within_capacity), to about 10%, on `servers` (all of
-    its processes by default).
+@dataclass
+class CapacitySearch:
+    """One search for the most concurrent streams a setup carries (checks.within_capacity), to about 10%, on
+    `servers` (all of its processes when None): the setup's levels at the usual pace with enough samples count as
+    tried already; then probes of MIN_P99_SAMPLES streams or more each, doubling from the most that passed until one
+    fails, then halving the gap."""
 
-    The setup's levels at the usual pace with enough samples count as tried already; then probes of
-    MIN_P99_SAMPLES streams or more each, doubling from the most that passed until one fails, then
-    halving the gap. A probe starts only within `--capacity-budget` and the bench's budget.
-    """
-    args = bench.args
-    ends = time.monotonic() + args.capacity_budget
-    seen = [
-        tried(level, "level")
-        for level in levels
-        if not level["stress"] and level["streams"] * level["rounds"] >= MIN_P99_SAMPLES
-    ]
-    results = {entry["streams"]: entry["ok"] for entry in seen}
-    cut_short = False
-    while (streams := next_probe(*bracket(results), start=CAPACITY_START, most=args.capacity_max)) is not None:
-        if time.monotonic() > ends or bench.left() < LEAST_LEFT_S:
-            cut_short = True
-            log(f"capacity: the time is spent, {streams} streams not tried")
-            break
+    bench: Bench
+    name: str
+    servers: list[Server] | None = None
+    levels: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    cut_short: bool = False
+
+    def __post_init__(self) -> None:
+        self.seen = [
+            tried(level, "level")
+            for level in self.levels
+            if not level["stress"] and level["streams"] * level["rounds"] >= MIN_P99_SAMPLES
+        ]
+        self.results = {entry["streams"]: entry["ok"] for entry in self.seen}
+
+    def next_streams(self) -> int | None:
+        return next_probe(*bracket(self.results), start=CAPACITY_START, most=self.bench.args.capacity_max)
+
+    async def probe(self, streams: int) -> None:
         rounds = -(-MIN_P99_SAMPLES // streams)
-        log(f"capacity: {streams} streams × {rounds} rounds")
-        probe = level_for(args, streams, rounds, f"c{streams}")
-        entry = tried(await run_level(bench, probe, servers=servers), "probe")
-        log(f"capacity: {streams} streams {'carried' if entry['ok'] else 'not carried'}")
-        seen.append(entry)
-        results[streams] = entry["ok"]
-    passed, failed = bracket(results)
-    return {"streams": passed, "failed_at": failed, "cut_short": cut_short, "tried": seen}
+        log(f"capacity of {self.name}: {streams} streams × {rounds} rounds")
+        level = level_for(self.bench.args, streams, rounds, f"c{streams}")
+        entry = tried(await run_level(self.bench, level, servers=self.servers), "probe")
+        log(f"capacity of {self.name}: {streams} streams {'carried' if entry['ok'] else 'not carried'}")
+        self.seen.append(entry)
+        self.results[streams] = entry["ok"]
+
+    def outcome(self) -> dict[str, Any]:
+        passed, failed = bracket(self.results)
+        return {"streams": passed, "failed_at": failed, "cut_short": self.cut_short, "tried": self.seen}
 
 
-# --- a setup ---------------------------------------------------------------------------------------
+async def search_capacities(searches: list[CapacitySearch], budget: float) -> None:
+    """The searches' probes in turn, one each a turn, the order reversed every other turn (as the legs of a level),
+    so that the machine's speed, which moves within the hour, weighs on every setup alike: the capacities are
+    compared with each other. A probe starts only within `budget` seconds and the bench's budget."""
+    ends = time.monotonic() + budget
+    going = list(searches)
+    turn = 0
+    while going:
+        for search in in_turn(list(going), turn):
+            streams = search.next_streams()
+            if streams is None:
+                going.remove(search)
+            elif time.monotonic() >= ends or search.bench.left() < LEAST_LEFT_S:
+                search.cut_short = True
+                log(f"capacity of {search.name}: the time is spent, {streams} streams not tried")
+                going.remove(search)
+            else:
+                await search.probe(streams)
+        turn += 1
+
+
+# --- the setups ------------------------------------------------------------------------------------
 
 
 def levels_of(args: argparse.Namespace, first: bool) -> list[Level]:
@@ -293,83 +325,113 @@ def levels_of(args: argparse.Namespace, first: bool) -> list[Level]:
     return levels
 
 
-async def measure(
-    args: argparse.Namespace, setup: Setup, stack: Stack, report: dict[str, Any], entry: dict[str, Any]
-) -> None:
-    first = len(report["setups"]) == 1
+@contextlib.asynccontextmanager
+async def opened(args: argparse.Namespace, setup: Setup) -> AsyncIterator[Bench]:
+    """The setup's process tree, started and signed in to; stopped at the end, its logs printed (and kept) when
+    the bench stopped early."""
+    log(f"{setup.mode}: starting the fake provider, preparing the database, starting daphne")
+    stack = await asyncio.to_thread(start_stack, args, setup)
+    failed = True
     api = Api(stack.servers[0], stack.password)
     direct = direct_client(stack.provider_url)
     sampler = MemorySampler(stack.servers)
     try:
-        bench = Bench(args, setup, stack, api, direct, await api.sign_in(), sampler)
-        if first and args.idle_sockets:
-            log(f"opening {args.idle_sockets} idle authenticated sockets on {stack.servers[0].name}")
-            conversations = await api.conversations(min(100, args.idle_sockets), "idle")
-            report["idle_sockets"] = await idle_sockets(stack, conversations, bench.token, args.idle_sockets)
-
-        log("warming up (one run per process, as many direct streams)")
-        await run_level(bench, Level(len(stack.servers), 1, DEFAULT_TOKENS, args.rate, "warm"))
-        sampler.start()
-        for level in levels_of(args, first):
-            name = f"{level.streams} stream{'s' * (level.streams != 1)}"
-            name += f" at {level.rate:g} tokens/s" if level.stress else ""
-            if bench.left() < LEAST_LEFT_S:  # a level cut short measures nothing worth reporting
-                log(f"the time budget ({args.budget:g} s) is spent: {name} skipped")
-                report.setdefault("skipped_levels", []).append(f"{setup.name}: {name}")
-                continue
-            log(f"{name} × {level.tokens} tokens, {level.rounds} round(s), direct and AgentChat in turn")
-            profile = None
-            if first and args.profile and level.streams == args.profile_level and not level.stress:
-                args.out.mkdir(parents=True, exist_ok=True)
-                profile = Profile(stack.servers[0].pid, args.out / f"profile-{level.streams}.txt", stack.work_dir)
-            report["levels"].append(await run_level(bench, level, profile))
-            if profile is not None and profile.output.exists():
-                report["profile"] = {"streams": level.streams, "raw": shown(profile.output)}
-                report["profile"].update(hot_spots(profile.output, seconds=profile.seconds, rate=profile.RATE))
-        if args.capacity_budget > 0:
-            mine = [level for level in report["levels"] if level["setup"] == setup.name]
-            entry["capacity"] = await find_capacity(bench, mine)
-            if len(stack.servers) > 1:
-                # What the setup's processes carry together against one of them alone, on the same database, Redis
-                # and machine: what one more process brings.
-                log(f"capacity of {stack.servers[0].name} alone, the other processes idle")
-                entry["capacity_one_process"] = await find_capacity(bench, [], stack.servers[:1])
-        sampler.stopping.set()
-        entry["peak_rss_mb"] = {server.name: rss_kb(server.pid, "VmHWM") / 1024 for server in stack.servers}
-
-        # Once, after the streams (so that their memory figures hold no upload), outside the budget: ~1 minute.
-        if first and args.uploads:
-            began = time.monotonic()
-            report["front_door"] = await measure_front_door(stack, api, stack.work_dir / "front-door")
-            args.deadline += time.monotonic() - began
+        yield Bench(args, setup, stack, api, direct, await api.sign_in(), sampler)
+        failed = False
     finally:
+        sampler.stopping.set()
         await direct.close()
         await api.close()
+        stack.stop()
+        if failed:
+            log(f"failed; logs kept in {stack.work_dir}")
+            for child in stack.children:
+                log(f"--- {child.name}\n{child.tail()}")
+        elif not args.keep:
+            shutil.rmtree(stack.work_dir, ignore_errors=True)
 
 
-def measure_setup(args: argparse.Namespace, setup: Setup, report: dict[str, Any]) -> None:
-    entry = {"name": setup.name, "mode": setup.mode, "processes": setup.processes}
-    report["setups"].append(entry)
-    log(f"{setup.mode}: starting the fake provider, preparing the database, starting daphne")
-    stack = None
-    failed = True
+async def measure_levels(bench: Bench, report: dict[str, Any], first: bool) -> None:
+    args, stack, setup = bench.args, bench.stack, bench.setup
+    if first and args.idle_sockets:
+        log(f"opening {args.idle_sockets} idle authenticated sockets on {stack.servers[0].name}")
+        conversations = await bench.api.conversations(min(100, args.idle_sockets), "idle")
+        report["idle_sockets"] = await idle_sockets(stack, conversations, bench.token, args.idle_sockets)
+
+    log("warming up (one run per process, as many direct streams)")
+    await run_level(bench, Level(len(stack.servers), 1, DEFAULT_TOKENS, args.rate, "warm"))
+    bench.sampler.start()
+    for level in levels_of(args, first):
+        name = f"{level.streams} stream{'s' * (level.streams != 1)}"
+        name += f" at {level.rate:g} tokens/s" if level.stress else ""
+        if bench.left() < LEAST_LEFT_S:  # a level cut short measures nothing worth reporting
+            log(f"the time budget ({args.budget:g} s) is spent: {name} skipped")
+            report.setdefault("skipped_levels", []).append(f"{setup.name}: {name}")
+            continue
+        log(f"{name} × {level.tokens} tokens, {level.rounds} round(s), direct and AgentChat in turn")
+        profile = None
+        if first and args.profile and level.streams == args.profile_level and not level.stress:
+            args.out.mkdir(parents=True, exist_ok=True)
+            profile = Profile(stack.servers[0].pid, args.out / f"profile-{level.streams}.txt", stack.work_dir)
+        report["levels"].append(await run_level(bench, level, profile))
+        if profile is not None and profile.output.exists():
+            report["profile"] = {"streams": level.streams, "raw": shown(profile.output)}
+            report["profile"].update(hot_spots(profile.output, seconds=profile.seconds, rate=profile.RATE))
+
+
+def capacity_searches(bench: Bench, report: dict[str, Any]) -> list[tuple[str, CapacitySearch]]:
+    """The setup's search, and on several processes one more with every probe's sockets on the first and the
+    others idle: what one more process brings, on the same database, Redis and machine. Each with the report's
+    key it goes under."""
+    setup, servers = bench.setup, bench.stack.servers
+    mine = [level for level in report["levels"] if level["setup"] == setup.name]
+    searches = [("capacity", CapacitySearch(bench, setup.name, levels=mine))]
+    if len(servers) > 1:
+        searches.append(("capacity_one_process", CapacitySearch(bench, f"{setup.name} {servers[0].name}", servers[:1])))
+    return searches
+
+
+async def measure(args: argparse.Namespace, chosen: list[Setup], report: dict[str, Any]) -> None:
+    """Each setup's levels in turn, its processes left running; then the capacity searches of all of them in turn;
+    then the front door on the first. What was measured before a failure is reported, with the reason it stopped."""
+    where = ""
     try:
-        stack = start_stack(args, setup)
-        asyncio.run(measure(args, setup, stack, report, entry))
-        failed = False
+        async with contextlib.AsyncExitStack() as running:
+            benches: list[Bench] = []
+            for setup in chosen:
+                if benches and args.deadline - time.monotonic() < 2 * LEAST_LEFT_S:
+                    log(f"{setup.mode}: skipped (no time left)")
+                    report.setdefault("skipped_setups", []).append(setup.mode)
+                    continue
+                where = setup.mode
+                report["setups"].append({"name": setup.name, "mode": setup.mode, "processes": setup.processes})
+                benches.append(await running.enter_async_context(opened(args, setup)))
+                await measure_levels(benches[-1], report, first=len(benches) == 1)
+            searches = [
+                (entry, key, search)
+                for bench, entry in zip(benches, report["setups"], strict=True)
+                for key, search in capacity_searches(bench, report)
+            ]
+            if args.capacity_budget > 0:
+                where = "capacity"
+                await search_capacities([search for _, _, search in searches], args.capacity_budget * len(searches))
+                for entry, key, search in searches:
+                    entry[key] = search.outcome()
+            for bench, entry in zip(benches, report["setups"], strict=True):
+                entry["peak_rss_mb"] = {
+                    server.name: rss_kb(server.pid, "VmHWM") / 1024 for server in bench.stack.servers
+                }
+            # Once, after the streams (so that their memory figures hold no upload), outside the budget: ~1 minute.
+            if benches and args.uploads:
+                where, first = "front door", benches[0]
+                began = time.monotonic()
+                report["front_door"] = await measure_front_door(
+                    first.stack, first.api, first.stack.work_dir / "front-door"
+                )
+                args.deadline += time.monotonic() - began
     except Exception as exc:
-        # What was measured so far is still reported, with the reason it stopped.
         log(f"the bench stopped early: {exc!r}")
-        report["failure"] = f"{setup.mode}: {exc!r}"[:500]
-    finally:
-        if stack is not None:
-            stack.stop()
-            if failed:
-                log(f"failed; logs kept in {stack.work_dir}")
-                for child in stack.children:
-                    log(f"--- {child.name}\n{child.tail()}")
-            elif not args.keep:
-                shutil.rmtree(stack.work_dir, ignore_errors=True)
+        report["failure"] = f"{where}: {exc!r}"[:500]
 
 
 def setups(args: argparse.Namespace) -> list[Setup]:
@@ -476,7 +538,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--capacity-budget",
         type=float,
         default=float(env("BENCH_CAPACITY_BUDGET", "90")),
-        help="seconds in which each setup's capacity search may start probes, 0 to skip it (default %(default)s)",
+        help="seconds of probes for each capacity search: the searches, taking turns, start probes for at most this "
+        "times their number; 0 to skip them (default %(default)s)",
     )
     parser.add_argument(
         "--capacity-max", type=int, default=800, help="the most streams the capacity search tries (default %(default)s)"
@@ -566,12 +629,8 @@ def main(argv: list[str] | None = None) -> int:
         "setups": [],
         "levels": [],
     }
-    for setup in setups(args) if args.only != "search" else []:
-        if report["setups"] and (report.get("failure") or args.deadline - time.monotonic() < 2 * LEAST_LEFT_S):
-            log(f"{setup.mode}: skipped ({'the bench stopped early' if report.get('failure') else 'no time left'})")
-            report.setdefault("skipped_setups", []).append(setup.mode)
-            continue
-        measure_setup(args, setup, report)
+    if args.only != "search":
+        asyncio.run(measure(args, setups(args), report))
     if args.search:
         report["search"] = measure_search(args)
         for database in report["search"]["databases"]:

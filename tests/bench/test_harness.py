@@ -8,6 +8,7 @@ import gc
 import re
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import openai
 import pytest
@@ -17,7 +18,7 @@ from bench.clients import StreamPlan, StreamResult, direct_client, direct_stream
 from bench.fake_provider import Pace, _reply_for, expected_text, prompt, serve, token
 from bench.measures import collector_summary, summarize
 from bench.report import capacity_lines, clearly_more, hot_spots, markdown, render, targets
-from bench.run import exit_code, parse_args, round_order
+from bench.run import CapacitySearch, exit_code, parse_args, round_order, search_capacities
 from bench.server import CollectorWatch, WriteCounter
 
 
@@ -243,10 +244,10 @@ def test_p99_is_given_only_from_enough_samples():
 
 def test_legs_take_turns_round_by_round():
     assert [round_order(index) for index in range(4)] == [
-        ("direct", "agentchat"),
-        ("agentchat", "direct"),
-        ("direct", "agentchat"),
-        ("agentchat", "direct"),
+        ["direct", "agentchat"],
+        ["agentchat", "direct"],
+        ["direct", "agentchat"],
+        ["agentchat", "direct"],
     ]
 
 
@@ -280,6 +281,51 @@ def test_capacity_search_stops_at_its_ceiling_and_its_floor():
     assert tried == [] and result == (0, 10)
     tried, result = _search(3)
     assert tried == [50, 25, 12, 10] and result == (0, 10)
+
+
+class _Carries(CapacitySearch):
+    """A search whose probes a server of a known capacity answers; each probe noted in `order`."""
+
+    def __init__(self, name: str, capacity: int, order: list[tuple[str, int]], left: float = 1000.0):
+        bench = SimpleNamespace(args=SimpleNamespace(capacity_max=800), left=lambda: left)
+        super().__init__(bench, name)
+        self.capacity, self.order = capacity, order
+
+    async def probe(self, streams: int) -> None:
+        self.order.append((self.name, streams))
+        self.results[streams] = streams <= self.capacity
+
+
+async def test_the_setups_capacity_searches_take_turns_the_first_alternating():
+    order: list[tuple[str, int]] = []
+    one, two, alone = _Carries("sqlite", 120, order), _Carries("scaled", 330, order), _Carries("alone", 60, order)
+    await search_capacities([one, two, alone], budget=600)
+    # Each turn one probe of each search still going, the order the other way round every other turn.
+    assert order == [
+        ("sqlite", 50), ("scaled", 50), ("alone", 50),
+        ("alone", 100), ("scaled", 100), ("sqlite", 100),
+        ("sqlite", 200), ("scaled", 200), ("alone", 75),
+        ("alone", 62), ("scaled", 400), ("sqlite", 150),
+        ("sqlite", 125), ("scaled", 300), ("alone", 56),
+        ("scaled", 350), ("sqlite", 112),
+        ("sqlite", 118), ("scaled", 325),
+    ]  # fmt: skip
+    for search, capacity in ((one, 120), (two, 330), (alone, 60)):
+        found = search.outcome()
+        assert found["streams"] <= capacity < found["failed_at"] <= found["streams"] * 1.1 + 1
+        assert not found["cut_short"]
+
+
+async def test_a_capacity_search_out_of_time_says_so_and_the_others_go_on():
+    order: list[tuple[str, int]] = []
+    short, going = _Carries("short", 120, order, left=10.0), _Carries("going", 120, order)
+    await search_capacities([short, going], budget=600)
+    assert [name for name, _ in order] == ["going"] * len(order) and len(order) > 3
+    assert short.outcome() == {"streams": 0, "failed_at": None, "cut_short": True, "tried": []}
+    order.clear()
+    spent = _Carries("spent", 120, order)
+    await search_capacities([spent], budget=0)
+    assert order == [] and spent.outcome()["cut_short"]
 
 
 # --- the exit code and the report ------------------------------------------------------------------
