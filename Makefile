@@ -41,6 +41,8 @@ run: setup
 # Three test processes (pytest-xdist), each with its own SQLite file and in-memory layer: many tests wait on a server,
 # a browser or a worker, so a third fills two cores better (5 min against 6); a fourth gains nothing. One with
 # REDIS_URL, as the processes would share its keys (rate limits and upload slots per user, live sign-out groups).
+# A process that runs out of tests takes some of another's (worksteal): the embedded model's tests take up to half a
+# minute each, and handed out in fixed shares they left one process running alone at the end (4:40 against 4:00).
 TEST_WORKERS = $(if $(REDIS_URL),0,3)
 
 # The browser tests drive Debian's headless Chromium (Playwright downloads no browser); it is installed when missing.
@@ -50,7 +52,7 @@ TEST_WORKERS = $(if $(REDIS_URL),0,3)
 # a test starts compiles the project again.
 test: $(VENV)/.installed chromium
 	@if command -v node >/dev/null; then node --test tests/js/; else echo "node is not installed: the JS unit tests (tests/js/) were skipped"; fi
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 # How well the embedded model routes requests to tools, over fixed request sets (minutes); kept out of `make test`.
 eval: $(VENV)/.installed
