@@ -298,7 +298,7 @@ async def search_capacities(searches: list[CapacitySearch], budget: float) -> No
     going = list(searches)
     turn = 0
     while going:
-        for search in in_turn(list(going), turn):
+        for search in in_turn(going, turn):
             streams = search.next_streams()
             if streams is None:
                 going.remove(search)

@@ -296,7 +296,7 @@ class _Carries(CapacitySearch):
         self.results[streams] = streams <= self.capacity
 
 
-async def test_the_setups_capacity_searches_take_turns_the_first_alternating():
+async def test_the_setups_capacity_searches_take_turns_in_alternating_order():
     order: list[tuple[str, int]] = []
     one, two, alone = _Carries("sqlite", 120, order), _Carries("scaled", 330, order), _Carries("alone", 60, order)
     await search_capacities([one, two, alone], budget=600)
