@@ -407,13 +407,13 @@ async def measure(args: argparse.Namespace, chosen: list[Setup], report: dict[st
                 report["setups"].append({"name": setup.name, "mode": setup.mode, "processes": setup.processes})
                 benches.append(await running.enter_async_context(opened(args, setup)))
                 await measure_levels(benches[-1], report, first=len(benches) == 1)
-            searches = [
-                (entry, key, search)
-                for bench, entry in zip(benches, report["setups"], strict=True)
-                for key, search in capacity_searches(bench, report)
-            ]
             if args.capacity_budget > 0:
                 where = "capacity"
+                searches = [
+                    (entry, key, search)
+                    for bench, entry in zip(benches, report["setups"], strict=True)
+                    for key, search in capacity_searches(bench, report)
+                ]
                 await search_capacities([search for _, _, search in searches], args.capacity_budget * len(searches))
                 for entry, key, search in searches:
                     entry[key] = search.outcome()
