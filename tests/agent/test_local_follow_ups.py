@@ -1,6 +1,6 @@
 """Requests that go on from earlier calls (providers/local/follow_ups.py): another page of the last search, the last
-search narrowed, "it", and an item of the last list by its place. The rules on their own, then whole requests on the
-real model."""
+search narrowed, "it", an action said without its object, and an item of the last list by its place. The rules on their
+own, then whole requests on the real model."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from agentchat.agent.providers.local.follow_ups import (
     completed,
     earlier_calls,
     last_ids,
+    last_object,
     looked_within,
     narrowed,
     pointed_at,
@@ -360,6 +361,30 @@ async def test_on_the_model_an_action_without_its_object_is_asked_which_then_don
     history = [user("Выкати на прод"), assistant(asked.content), user("дашборд 4")]
     [call] = (await answer(provider, history)).tool_calls
     assert (call["name"], call["args"]) == ("deploy_dashboard", {"dashboard_id": 4, "environment": "production"})
+
+
+def test_the_one_object_the_last_turn_was_about():
+    assert last_object(earlier_calls(checked(12))) == {"dashboard_id": 12}
+    assert last_object(earlier_calls([*checked_together(3, 5), *checked(12)])) == {"dashboard_id": 12}
+    # A turn about several, a search since, or no call: no one object.
+    assert last_object(earlier_calls([*checked(12), *checked_together(3, 5)])) == {}
+    assert last_object(earlier_calls([*checked(12), *searched(PROBLEMS, PAGE_1_OF_3)])) == {}
+    assert last_object([]) == {}
+
+
+async def test_on_the_model_an_action_said_without_its_object_is_on_the_one_the_last_turn_was_about(
+    provider: LocalProvider,
+):
+    for request_text, call in [
+        ("Run the migrations", ("execute_migration", {"dashboard_id": 12})),
+        ("Выкати на прод", ("deploy_dashboard", {"dashboard_id": 12, "environment": "production"})),
+    ]:
+        [made] = (await answer(provider, [*checked(12), user(request_text)])).tool_calls
+        assert (made["name"], made["args"]) == call, request_text
+    # After a look at two, or a search since: which one is asked, as with nothing before.
+    for before in [[*checked(12), *checked_together(3, 5)], [*checked(12), *searched(PROBLEMS, PAGE_1_OF_3)]]:
+        asked = await answer(provider, [*before, user("Run the migrations")])
+        assert asked.tool_calls == [] and answers.asked_what_was_meant(asked.content)
 
 
 async def test_on_the_model_a_pointed_object_takes_no_made_up_arguments(provider: LocalProvider):

@@ -1,9 +1,8 @@
 """Requests that go on from the conversation's earlier turns, which the model never reads (it reads the newest turn
-only): "Who owns it?" means the ids of the last call that took any, "Deploy them" each of that turn's, and "the
-second one" the second item of the last list shown; "next", "дальше" or "page 3" the last search a page on ("the
-last page": the last); "Which of them are drafts?" the last search narrowed; and "staging", after "Deploy
-dashboard 5" was asked where to, that request said whole.
-"""
+only): "Who owns it?" means the ids of the last call that took any, "Deploy them" each of that turn's, "Run the
+migrations" the one object the last turn was about, and "the second one" the second item of the last list shown; "next",
+"дальше" or "page 3" the last search a page on ("the last page": the last); "Which of them are drafts?" the last search
+narrowed; and "staging", after "Deploy dashboard 5" was asked where to, that request said whole."""
 
 from __future__ import annotations
 
@@ -120,6 +119,13 @@ def last_ids(earlier: list[Earlier], request: str) -> dict[str, int]:
     when that turn took no ids (a search listed them)."""
     several = POINTS_BACK_TO_SEVERAL.search(request)
     return next((ids for each in earlier if (ids := _ids(each.call)) or several), {})
+
+
+def last_object(earlier: list[Earlier]) -> dict[str, int]:
+    """The ids of the one object the last turn that made a call was about ("Run the migrations" after a look at
+    dashboard 12: that one); none when that turn listed objects (a search) or took several."""
+    last = [_ids(each.call) for each in earlier if each.turn == earlier[0].turn] if earlier else [{}]
+    return last[0] if all(ids == last[0] for ids in last) else {}
 
 
 def listed_at(request: str, earlier: list[Earlier]) -> dict[str, int]:

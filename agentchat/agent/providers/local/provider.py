@@ -213,15 +213,16 @@ class LocalProvider:
         else this one."""
         request = history[-1]["content"]
         ids = follow_ups.pointed_at(request, earlier, before)
+        about = follow_ups.last_object(earlier)
         if (whole := follow_ups.completed(request, before, tools)) != request:
             decision = decide(
-                llm, system_prompt, [*history[:-1], {"role": "user", "content": whole}], tools, watch, ids
+                llm, system_prompt, [*history[:-1], {"role": "user", "content": whole}], tools, watch, ids, about=about
             )
             # Asked the same again, the reply did not answer the question ("thanks"): it is read on its own.
             if decision.unsure is None:
                 return whole, decision, None
         within = follow_ups.looked_within(request, earlier, tools)
-        return request, decide(llm, system_prompt, history, tools, watch, ids, within), within
+        return request, decide(llm, system_prompt, history, tools, watch, ids, within, about=about), within
 
     @staticmethod
     def _say(text: str, emit: Emit) -> ProviderChatResponse:

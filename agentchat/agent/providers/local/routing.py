@@ -591,11 +591,15 @@ def decide(
     watch: Watch,
     pointed: dict[str, int] | None = None,
     within: ToolSchema | None = None,
+    *,
+    about: dict[str, int] | None = None,
 ) -> Decision:
     """The tool to call and its arguments; two tools it cannot tell apart; or no tool (module docstring).
     `pointed`: the ids of the earlier turns the request means without saying them ("it", "the first one":
     follow_ups.pointed_at), taken when the page shows nothing; `within`: the tool whose last results the request
-    looks within ("Which of them…?"), which is then called without a choice."""
+    looks within ("Which of them…?"), which is then called without a choice; `about`: the one object the last turn
+    was about (follow_ups.last_object), taken for the ids a chosen action cannot do without when nothing else says
+    them ("Run the migrations" after a look at dashboard 12), as a person would mean it."""
     request = history[-1]["content"]
     # Numbers the person may mean: the request's, and the page's (the system prompt says which dashboard is shown),
     # not those of the rest of the system prompt (the attached files' sizes and row counts).
@@ -644,7 +648,9 @@ def decide(
             if other is not None:
                 return Decision(unsure=(tool, other))
     if not numbered and (unnumbered := needed_numbers(tool)):
-        return Decision(unsaid=(tool, unnumbered[0]))
+        if not about or not about.keys() >= set(unnumbered):
+            return Decision(unsaid=(tool, unnumbered[0]))
+        page = json.dumps({name: about[name] for name in unnumbered})
     if unsaid := unsaid_choices(request, tool):
         return Decision(unsaid=(tool, unsaid[0]))
     best = tool["name"]
