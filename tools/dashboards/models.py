@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from anyascii import anyascii
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -13,6 +16,13 @@ MAIN_BRANCH = "main"
 def fold(text: str) -> str:
     """Case-folded for search: SQLite's LIKE folds ASCII only, so Cyrillic is folded before it is stored."""
     return " ".join(text.split()).casefold()
+
+
+def latin(text: str) -> str:
+    """A name in Latin letters, spelt so that the usual spellings of one transliteration meet: "Мария", "Mariya" and
+    "Maria" are all "maria"; "Алексей", "Aleksey" and "Alexei" "aleksei"; "Дмитрий" and "Dmitry" "dmitri"."""
+    spelt = re.sub(r"[^a-z ]", "", anyascii(fold(text)).lower())
+    return re.sub(r"i+", "i", spelt.replace("x", "ks").replace("kh", "h").replace("y", "i"))
 
 
 class Tag(models.Model):
@@ -48,7 +58,8 @@ class Dashboard(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # Derived from title, description and owner on save, for case-insensitive search in any alphabet.
     search_text = models.TextField(editable=False, blank=True)
-    owner_key = models.CharField(max_length=100, editable=False, blank=True)
+    # The owner's name folded, then in Latin letters (`latin`), so that it is found in either alphabet.
+    owner_key = models.CharField(max_length=500, editable=False, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -74,7 +85,7 @@ class Dashboard(models.Model):
     def fill_search_fields(self) -> None:
         """What search reads; `save` calls it, and whoever makes rows without `save` (bulk_create) must."""
         self.search_text = fold(f"{self.title}\n{self.description}\n{self.owner}")
-        self.owner_key = fold(self.owner)
+        self.owner_key = f"{fold(self.owner)} {latin(self.owner)}"
 
 
 class ValidationProblem(models.Model):

@@ -8,7 +8,7 @@ import snowballstemmer
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 
 from .exceptions import BranchError, DashboardNotFound, TagError
-from .models import MAIN_BRANCH, Change, Dashboard, Migration, Tag, ValidationProblem, fold
+from .models import MAIN_BRANCH, Change, Dashboard, Migration, Tag, ValidationProblem, fold, latin
 
 Severity = ValidationProblem.Severity
 CYRILLIC = re.compile(r"[а-яё]")
@@ -58,18 +58,23 @@ def dashboards_search(
 
     Each word of `query` must appear in the title, description or owner, or in one of the tags, and each word of
     `owner` in the owner's name; a word matches in any of its forms ("логистику" finds "Логистика", "Ирине
-    Смирновой" finds "Ирина Смирнова").
+    Смирновой" finds "Ирина Смирнова"), and a name in either alphabet ("Maria" finds "Мария Иванова", "Оливия"
+    "Olivia Chen").
     """
     tagged = Dashboard.tags.through.objects
     # Filters by subquery, not by join, so that the problem counts are not multiplied by matching tags.
     dashboards = Dashboard.objects.all()
     for word, stem in stems(query):
-        matches = Q(search_text__contains=stem) | Q(pk__in=tagged.filter(tag__name__contains=stem).values("dashboard"))
+        matches = (
+            Q(search_text__contains=stem)
+            | Q(pk__in=tagged.filter(tag__name__contains=stem).values("dashboard"))
+            | _named(stem)
+        )
         if word.isdigit():
             matches |= Q(pk=int(word))
         dashboards = dashboards.filter(matches)
     for _word, stem in stems(owner):
-        dashboards = dashboards.filter(owner_key__contains=stem)
+        dashboards = dashboards.filter(Q(owner_key__contains=stem) | _named(stem))
     if tag.strip():
         dashboards = dashboards.filter(pk__in=tagged.filter(tag__name=fold(tag)).values("dashboard"))
     if status:
@@ -81,6 +86,12 @@ def dashboards_search(
         dashboards = dashboards.filter(problem_total=0)
     order = ("-errors", "-warnings", "-infos", "id") if worst_first else ("id",)
     return dashboards.prefetch_related("tags").order_by(*order)
+
+
+def _named(stem: str) -> Q:
+    """Dashboards whose owner's name, in Latin letters, holds the stem's."""
+    spelt = latin(stem).strip()
+    return Q(owner_key__contains=spelt) if spelt else Q(pk__in=[])
 
 
 def tag_check(name: str) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
+from django.apps import apps
 
 from tools.dashboards.demo import CATALOGUE, DASHBOARD_PROBLEMS
 from tools.dashboards.exceptions import TagError
@@ -12,6 +15,8 @@ from tools.registry import ToolArgumentsError
 from .conftest import call
 
 pytestmark = pytest.mark.django_db
+
+backfill = importlib.import_module("tools.dashboards.migrations.0002_owner_in_latin_letters")
 
 
 def search(user=None, /, **args):
@@ -106,6 +111,37 @@ def test_a_word_matches_in_any_of_its_forms(catalogue):
     assert every(query="Ирине Смирновой") == irina == every(owner="Ирины Смирновой")
     assert every(query="продажи") == every(query="продаж")
     assert 3 in every(query="campaigns")  # "Marketing campaign performance"
+
+
+def owned_by(name: str) -> list[int]:
+    return [number for number, entry in enumerate(CATALOGUE, start=1) if entry[1] == name]
+
+
+def test_an_owners_name_is_found_in_either_alphabet(catalogue):
+    maria, alexey, dmitry = owned_by("Мария Иванова"), owned_by("Алексей Кузнецов"), owned_by("Дмитрий Орлов")
+    assert maria and every(owner="Maria") == maria == every(owner="Mariya Ivanova") == every(owner="Иванова")
+    assert every(owner="Alexey") == alexey == every(owner="Aleksei Kuznetsov")
+    assert every(owner="Dmitry Orlov") == dmitry == every(query="Dmitriy")
+    assert every(owner="Ivanova's") == maria
+    assert every(owner="Оливия") == owned_by("Olivia Chen") == every(query="Оливии")
+    # Every word must still match: a first name with another's surname finds no one.
+    assert every(owner="Maria Orlova") == []
+    assert every(owner="Maria", status="draft") == [n for n in maria if CATALOGUE[n - 1][2] == "draft"]
+
+
+def test_a_saved_dashboard_is_found_by_its_owners_name_in_latin_letters(catalogue):
+    made = Dashboard.objects.create(title="Склад", owner="Наталья Щукина")
+    assert every(owner="Natalia Shchukina") == [made.pk]
+    made.owner = "Юлия Ким"
+    made.save(update_fields=["owner"])
+    assert every(owner="Natalia") == [] and every(owner="Yulia") == [made.pk]
+
+
+def test_the_migration_fills_the_owners_keys_there_are(catalogue):
+    Dashboard.objects.update(owner_key="")  # as stored before, in Cyrillic only, which no Latin name finds
+    assert every(owner="Maria") == []
+    backfill.fill_owner_keys(apps, None)
+    assert every(owner="Maria") == owned_by("Мария Иванова") == every(owner="Марии")
 
 
 def test_owner_tag_and_status(catalogue):

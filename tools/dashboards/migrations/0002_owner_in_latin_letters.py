@@ -1,0 +1,29 @@
+"""The owner's search key holds the name in Latin letters too, so that "Maria" finds "Мария Иванова": the column is
+widened for it and filled again for the dashboards there are."""
+
+from django.db import migrations, models
+
+from tools.dashboards.models import fold, latin
+
+
+def fill_owner_keys(apps, schema_editor) -> None:
+    Dashboard = apps.get_model("dashboards", "Dashboard")
+    dashboards = list(Dashboard.objects.only("pk", "owner"))
+    for dashboard in dashboards:
+        dashboard.owner_key = f"{fold(dashboard.owner)} {latin(dashboard.owner)}"
+    Dashboard.objects.bulk_update(dashboards, ["owner_key"], batch_size=500)
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("dashboards", "0001_initial"),
+    ]
+
+    operations = [
+        migrations.AlterField(
+            model_name="dashboard",
+            name="owner_key",
+            field=models.CharField(blank=True, editable=False, max_length=500),
+        ),
+        migrations.RunPython(fill_owner_keys, migrations.RunPython.noop),
+    ]
