@@ -273,6 +273,21 @@ def test_a_yes_or_no_named_in_words_is_taken_and_the_narrower_words_win():
         assert not {"query", "owner", "tag"} & set(fine), request
 
 
+def test_a_choice_named_twice_is_left_to_the_tool():
+    search = schema("search_dashboards")
+    common = example_words([search])
+
+    errors = grounded(search, "Show dashboards with errors", common)
+    warnings = grounded(search, "Какие дашборды с предупреждениями?", common)
+    both = grounded(search, "Show dashboards with errors or warnings", common)
+
+    assert errors["properties"]["severity"]["anyOf"] == [{"enum": ["error"], "type": "string"}]
+    assert warnings["properties"]["severity"]["anyOf"] == [{"enum": ["warning"], "type": "string"}]
+    # Either would leave the other's dashboards out: the problems of every severity count.
+    assert "severity" not in both["properties"]
+    assert both["properties"]["has_validation_problems"]["anyOf"] == [{"type": "boolean", "enum": [True]}]
+
+
 def test_a_search_never_leaves_the_requests_own_words_out():
     tools = [schema(name) for name in ("search_dashboards", "create_branch", "commit_changes")]
     common = example_words(tools)

@@ -355,20 +355,26 @@ async def test_a_number_per_page_is_the_page_size_never_a_dashboard(provider: Lo
     [call] = (await provider.chat(params)).tool_calls
     assert (call["name"], said(call["name"], call["args"])) == (
         "search_dashboards",
-        {"has_validation_problems": True, "page_size": 20},
+        {"has_validation_problems": True, "severity": "error", "page_size": 20},
     )
 
 
 @pytest.mark.parametrize(
     ("request_text", "expected"),
     [
-        ("Which dashboards have the most errors?", {"has_validation_problems": True, "order": "worst"}),
+        (
+            "Which dashboards have the most errors?",
+            {"has_validation_problems": True, "severity": "error", "order": "worst"},
+        ),
         ("What are the worst dashboards?", {"order": "worst"}),
-        ("У каких дашбордов больше всего ошибок?", {"has_validation_problems": True, "order": "worst"}),
+        (
+            "У каких дашбордов больше всего ошибок?",
+            {"has_validation_problems": True, "severity": "error", "order": "worst"},
+        ),
         ("Какие дашборды в худшем состоянии?", {"order": "worst"}),
         # Problems named without "most" or "worst" keep the catalogue's order.
         ("Which dashboards have validation problems?", {"has_validation_problems": True}),
-        ("dashboards without warnings", {"has_validation_problems": False}),
+        ("dashboards without warnings", {"has_validation_problems": False, "severity": "warning"}),
     ],
 )
 async def test_the_worst_first_only_when_asked_for(provider: LocalProvider, request_text, expected):

@@ -81,7 +81,11 @@ REPORTED_WHOLE_CATALOGUE = [
 TUNING = [
     *REPORTED,
     *REPORTED_WHOLE_CATALOGUE,
-    Case("List the dashboards that have validation errors", "search_dashboards", {"has_validation_problems": True}),
+    Case(
+        "List the dashboards that have validation errors",
+        "search_dashboards",
+        {"has_validation_problems": True, "severity": "error"},
+    ),
     Case("Find the dashboards owned by Olivia Chen", "search_dashboards", mentions="olivia", within=OWNER),
     Case("Найди дашборды с тегом finance", "search_dashboards", mentions="financ", within=TAG),
     Case("What is wrong with dashboard 7?", "dashboard_health", {"dashboard_id": 7}),
@@ -105,17 +109,21 @@ TUNING = [
     Case("Show the migrations to run on dashboard 5", "dashboard_health", {"dashboard_id": 5}),
     # From use: what is broken, asked the way people ask it; a dashboard's status by its number alone.
     Case("What's failing?", "search_dashboards", {"has_validation_problems": True}),
-    Case("anything with errors?", "search_dashboards", {"has_validation_problems": True}),
+    Case("anything with errors?", "search_dashboards", {"has_validation_problems": True, "severity": "error"}),
     Case("Что-нибудь сломалось?", "search_dashboards", {"has_validation_problems": True}),
     Case("status of 12", "dashboard_health", {"dashboard_id": 12}),
-    Case("which one has the most errors", "search_dashboards", {"has_validation_problems": True, "order": "worst"}),
+    Case(
+        "which one has the most errors",
+        "search_dashboards",
+        {"has_validation_problems": True, "severity": "error", "order": "worst"},
+    ),
     Case("Hello!", "none"),
     Case("Thanks, that's all.", "none"),
     Case("Привет! Как дела?", "none"),
     Case("Tell me a joke.", "none"),
 ]
 TUNING_UNLIKE_EXAMPLES = [
-    Case("Show dashboards with errors", "search_dashboards", {"has_validation_problems": True}),
+    Case("Show dashboards with errors", "search_dashboards", {"has_validation_problems": True, "severity": "error"}),
     Case("Какие дашборды принадлежат Ирине Смирновой?", "search_dashboards", mentions="ирин", within=OWNER),
     Case("dashboards tagged marketing", "search_dashboards", mentions="marketing", within=TAG),
     Case("Give me the health report of dashboard 3", "dashboard_health", {"dashboard_id": 3}),

@@ -21,6 +21,10 @@ SEVERITY_RANK = Case(
 )
 
 
+# The count of with_problem_counts for each severity.
+COUNTS = {Severity.ERROR: "errors", Severity.WARNING: "warnings", Severity.INFO: "infos"}
+
+
 def dashboard_get(dashboard_id: int) -> Dashboard:
     dashboard = Dashboard.objects.filter(pk=dashboard_id).first()
     if dashboard is None:
@@ -51,6 +55,7 @@ def dashboards_search(
     tag: str = "",
     status: str | None = None,
     has_validation_problems: bool | None = None,
+    severity: str | None = None,
     worst_first: bool = False,
 ) -> QuerySet[Dashboard]:
     """Dashboards matching every given filter, with their problem counts: oldest id first, or, `worst_first`, those
@@ -59,7 +64,8 @@ def dashboards_search(
     Each word of `query` must appear in the title, description or owner, or in one of the tags, and each word of
     `owner` in the owner's name; a word matches in any of its forms ("логистику" finds "Логистика", "Ирине
     Смирновой" finds "Ирина Смирнова"), and a name in either alphabet ("Maria" finds "Мария Иванова", "Оливия"
-    "Olivia Chen").
+    "Olivia Chen"). A `severity` counts only the problems of that severity: the dashboards with at least one, or,
+    where `has_validation_problems` is False, with none.
     """
     tagged = Dashboard.tags.through.objects
     # Filters by subquery, not by join, so that the problem counts are not multiplied by matching tags.
@@ -80,10 +86,11 @@ def dashboards_search(
     if status:
         dashboards = dashboards.filter(status=status)
     dashboards = with_problem_counts(dashboards)
-    if has_validation_problems is True:
-        dashboards = dashboards.filter(problem_total__gt=0)
-    elif has_validation_problems is False:
-        dashboards = dashboards.filter(problem_total=0)
+    counted = COUNTS[severity] if severity else "problem_total"
+    if has_validation_problems is False:
+        dashboards = dashboards.filter(**{counted: 0})
+    elif has_validation_problems or severity:
+        dashboards = dashboards.filter(**{f"{counted}__gt": 0})
     order = ("-errors", "-warnings", "-infos", "id") if worst_first else ("id",)
     return dashboards.prefetch_related("tags").order_by(*order)
 

@@ -39,6 +39,11 @@ class SearchArgs(ToolArgs):
     has_validation_problems: bool | None = Field(
         None, description="true: only dashboards with validation problems; false: only those without."
     )
+    severity: Literal["error", "warning", "info"] | None = Field(
+        None,
+        description="Count only the problems of this severity: dashboards with at least one, or, with "
+        "has_validation_problems=false, with none.",
+    )
     order: Literal["id", "worst"] = Field(
         "id", description="id: oldest first; worst: the most errors first, then the most warnings, then notes."
     )
@@ -138,6 +143,12 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
                 r"\bв порядке\b|\bисправн",
             ],
         },
+        # "without errors": none of them, as has_validation_problems says.
+        "severity": {
+            "error": [r"\berror", r"\bошиб"],
+            "warning": [r"\bwarning", r"\bпредупрежд"],
+            "info": [r"\bnotes?\b", r"\bзамечани"],
+        },
         "order": {
             "worst": [
                 r"\bmost\b.{0,30}\b(error|problem|issue|warning)|\bworst\b(\s+(shape|state|condition)\b)?",
@@ -168,10 +179,10 @@ def _problem(problem: ValidationProblem) -> dict[str, str]:
 def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
     """Search the catalogue of BI dashboards by words, owner, tag, status or validation problems.
 
-    Use it to find dashboards or their ids, e.g. has_validation_problems=true for the ones with problems, and
-    order=worst for the worst first ("Which dashboards have the most errors?"). All filters are optional and
-    combine. Returns {total, page, pages, order, items}: each item has id, title, owner, status, tags and
-    problems (counts by severity: error, warning, info).
+    Use it to find dashboards or their ids, e.g. has_validation_problems=true for the ones with problems (with
+    severity=error, those with errors), and order=worst for the worst first ("Which dashboards have the most
+    errors?"). All filters are optional and combine. Returns {total, page, pages, order, items}: each item has id,
+    title, owner, status, tags and problems (counts by severity: error, warning, info).
     """
     if args.tag.strip():
         selectors.tag_check(args.tag)
@@ -181,6 +192,7 @@ def search_dashboards(args: SearchArgs, ctx: ToolContext) -> dict[str, Any]:
         tag=args.tag,
         status=args.status,
         has_validation_problems=args.has_validation_problems,
+        severity=args.severity,
         worst_first=args.order == "worst",
     )
     total = found.count()

@@ -29,7 +29,7 @@ from tools.registry import ToolArgumentsError, registry
             "search_dashboards",
             {"has_validation_errors": True},
             "has_validation_errors: unknown argument "
-            "(known: query, owner, tag, status, has_validation_problems, order, page, page_size)",
+            "(known: query, owner, tag, status, has_validation_problems, severity, order, page, page_size)",
         ),
         (
             "search_dashboards",

@@ -7,7 +7,7 @@ import importlib
 import pytest
 from django.apps import apps
 
-from tools.dashboards.demo import CATALOGUE, DASHBOARD_PROBLEMS
+from tools.dashboards.demo import CATALOGUE, DASHBOARD_PROBLEMS, PROBLEMS
 from tools.dashboards.exceptions import TagError
 from tools.dashboards.models import Dashboard
 from tools.registry import ToolArgumentsError
@@ -67,6 +67,21 @@ def test_with_validation_problems(catalogue):
     assert all(sum(item["problems"].values()) > 0 for item in items.values())
     assert items[7]["problems"] == {"error": 1, "warning": 1, "info": 0}
     assert items[42]["problems"] == {"error": 0, "warning": 2, "info": 1}
+
+
+def test_problems_of_one_severity(catalogue):
+    severities = {number: {PROBLEMS[code][0] for code in codes} for number, codes in DASHBOARD_PROBLEMS.items()}
+    with_errors = sorted(number for number, found in severities.items() if "error" in found)
+    with_warnings = sorted(number for number, found in severities.items() if "warning" in found)
+    with_notes = sorted(number for number, found in severities.items() if "info" in found)
+    assert with_errors and set(with_errors) != set(with_warnings)
+    assert every(has_validation_problems=True, severity="error") == with_errors == every(severity="error")
+    assert every(severity="warning") == with_warnings and every(severity="info") == with_notes
+    # Without errors: warnings and notes are still there; without any problem: none.
+    without_errors = search(has_validation_problems=False, severity="error", page_size=50)
+    assert without_errors["total"] == len(CATALOGUE) - len(with_errors)
+    assert not set(ids(without_errors)) & set(with_errors) and set(ids(without_errors)) & set(with_warnings)
+    assert every(severity="warning", status="draft") == [n for n in with_warnings if CATALOGUE[n - 1][2] == "draft"]
 
 
 def test_the_worst_first(catalogue):

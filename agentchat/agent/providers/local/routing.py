@@ -429,8 +429,9 @@ def grounded(tool: ToolSchema, request: str, common: set[str], page: str = "") -
             if len(named) == 1:
                 required.append(name)
                 return {**field, "enum": named}
-            # The tool says how each value is named, and the request names none: not the model's to choose.
-            if not named and words and name not in required:
+            # The tool says how each value is named, and the request names none, or several ("errors or
+            # warnings"): not the model's to choose; left out, the tool takes them all.
+            if words and name not in required:
                 return None
             return field
         if "const" in field or field.get("format"):
