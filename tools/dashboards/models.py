@@ -58,8 +58,9 @@ class Dashboard(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # Derived from title, description and owner on save, for case-insensitive search in any alphabet.
     search_text = models.TextField(editable=False, blank=True)
-    # The owner's name folded, then in Latin letters (`latin`), so that it is found in either alphabet.
-    owner_key = models.CharField(max_length=500, editable=False, blank=True)
+    # The owner's name folded, then in Latin letters (`latin`), so that it is found in either alphabet; a text, as
+    # a transliteration can be several times as long as the name ("Щ" is "Shch").
+    owner_key = models.TextField(editable=False, blank=True)
 
     class Meta:
         ordering = ["id"]

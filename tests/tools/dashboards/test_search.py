@@ -150,6 +150,11 @@ def test_a_saved_dashboard_is_found_by_its_owners_name_in_latin_letters(catalogu
     made.owner = "Юлия Ким"
     made.save(update_fields=["owner"])
     assert every(owner="Natalia") == [] and every(owner="Yulia") == [made.pk]
+    # The longest name, transliterated four times as long, is kept whole.
+    made.owner = "Щ" * 100
+    made.save(update_fields=["owner"])
+    assert every(owner="shch" * 25) == [made.pk]
+    assert Dashboard.objects.get(pk=made.pk).owner_key.endswith(" " + "shch" * 100)
 
 
 def test_the_migration_fills_the_owners_keys_there_are(catalogue):

@@ -1,5 +1,6 @@
-"""The owner's search key holds the name in Latin letters too, so that "Maria" finds "Мария Иванова": the column is
-widened for it and filled again for the dashboards there are."""
+"""The owner's search key holds the name in Latin letters too, so that "Maria" finds "Мария Иванова": the column
+becomes a text, as a transliteration can be several times as long as the name, and is filled again for the dashboards
+there are."""
 
 from django.db import migrations, models
 
@@ -23,7 +24,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="dashboard",
             name="owner_key",
-            field=models.CharField(blank=True, editable=False, max_length=500),
+            field=models.TextField(blank=True, editable=False),
         ),
         migrations.RunPython(fill_owner_keys, migrations.RunPython.noop),
     ]
