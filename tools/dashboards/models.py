@@ -25,6 +25,11 @@ def latin(text: str) -> str:
     return re.sub(r"i+", "i", spelt.replace("x", "ks").replace("kh", "h").replace("y", "i"))
 
 
+def owner_search_key(owner: str) -> str:
+    """What an owner's name is searched in: the name folded, then in Latin letters."""
+    return f"{fold(owner)} {latin(owner)}"
+
+
 class Tag(models.Model):
     name = models.CharField(_("name"), max_length=50, unique=True, help_text=_("Lower case, e.g. “finance”."))
 
@@ -86,7 +91,7 @@ class Dashboard(models.Model):
     def fill_search_fields(self) -> None:
         """What search reads; `save` calls it, and whoever makes rows without `save` (bulk_create) must."""
         self.search_text = fold(f"{self.title}\n{self.description}\n{self.owner}")
-        self.owner_key = f"{fold(self.owner)} {latin(self.owner)}"
+        self.owner_key = owner_search_key(self.owner)
 
 
 class ValidationProblem(models.Model):

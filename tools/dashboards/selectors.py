@@ -21,7 +21,7 @@ SEVERITY_RANK = Case(
 )
 
 
-# The count of with_problem_counts for each severity.
+# The count with_problem_counts makes of each severity's problems.
 COUNTS = {Severity.ERROR: "errors", Severity.WARNING: "warnings", Severity.INFO: "infos"}
 
 
@@ -35,9 +35,10 @@ def dashboard_get(dashboard_id: int) -> Dashboard:
 def with_problem_counts(queryset: QuerySet[Dashboard]) -> QuerySet[Dashboard]:
     # distinct: a later filter across a relation (the admin's) must not multiply the counts.
     return queryset.annotate(
-        errors=Count("problems", filter=Q(problems__severity=Severity.ERROR), distinct=True),
-        warnings=Count("problems", filter=Q(problems__severity=Severity.WARNING), distinct=True),
-        infos=Count("problems", filter=Q(problems__severity=Severity.INFO), distinct=True),
+        **{
+            counted: Count("problems", filter=Q(problems__severity=severity), distinct=True)
+            for severity, counted in COUNTS.items()
+        },
         problem_total=Count("problems", distinct=True),
     )
 

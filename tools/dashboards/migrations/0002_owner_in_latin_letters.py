@@ -4,14 +4,14 @@ there are."""
 
 from django.db import migrations, models
 
-from tools.dashboards.models import fold, latin
+from tools.dashboards.models import owner_search_key
 
 
 def fill_owner_keys(apps, schema_editor) -> None:
     Dashboard = apps.get_model("dashboards", "Dashboard")
     dashboards = list(Dashboard.objects.only("pk", "owner"))
     for dashboard in dashboards:
-        dashboard.owner_key = f"{fold(dashboard.owner)} {latin(dashboard.owner)}"
+        dashboard.owner_key = owner_search_key(dashboard.owner)
     Dashboard.objects.bulk_update(dashboards, ["owner_key"], batch_size=500)
 
 
